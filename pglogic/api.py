@@ -1,0 +1,232 @@
+"""The Python API: one object that holds the connection settings and runs every operation.
+
+Example:
+    >>> from pglogic import PgLogic
+    >>> pl = PgLogic()                      # embedded server (or PGLOGIC_DSN)  # doctest: +SKIP
+    >>> pl.create_corpus("news")            # doctest: +SKIP
+    >>> pl.ingest("news", "corpus.jsonl.gz")  # doctest: +SKIP
+    >>> pl.build_index("news")              # doctest: +SKIP
+    >>> for hit in pl.search("news", '"oil" AND NOT "gas"', k=5).hits:  # doctest: +SKIP
+    ...     print(hit.score, hit.title)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pglogic import corpus as corpora
+from pglogic import migrate
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.config import DEFAULT_MODEL, Settings
+from pglogic.corpus import Corpus, CorpusInfo, IndexProgress
+from pglogic.db import Connection, connect
+from pglogic.embed import get_embedder, get_query_embedder
+from pglogic.errors import EmbeddingError, SchemaError
+from pglogic.filters import Filter
+from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
+from pglogic.query import Node
+from pglogic.readers import FieldMap
+from pglogic.search import SearchResult, search, server_has_iterative_scan, to_tree
+
+
+class PgLogic:
+    """Entry point of the Python API.
+
+    ``dsn`` None means ``PGLOGIC_DSN`` or else the embedded server under ``home``. With the
+    embedded server the schema is migrated automatically on first use; an external database must
+    be migrated with :meth:`upgrade` (``pglogic db upgrade``).
+
+    Example:
+        >>> pl = PgLogic("postgresql://app@db/search")  # doctest: +SKIP
+        >>> pl.upgrade()  # doctest: +SKIP
+    """
+
+    def __init__(self, dsn: str | None = None, *, home: Path | None = None) -> None:
+        self.settings = Settings(dsn=dsn) if home is None else Settings(dsn=dsn, home=home)
+        self._dsn: str | None = None
+        self._checked = False
+
+    @property
+    def dsn(self) -> str:
+        """The resolved DSN (starts the embedded server when that is the one in use)."""
+        if self._dsn is None:
+            self._dsn = self.settings.resolve_dsn()
+        return self._dsn
+
+    def connect(self) -> Connection:
+        """Open a new connection with the schema checked (and, embedded, migrated).
+
+        Example:
+            >>> with PgLogic().connect() as conn:  # doctest: +SKIP
+            ...     conn.execute("SELECT 1")
+        """
+        if not self._checked:
+            self._ensure_schema()
+        return connect(self.dsn)
+
+    def _ensure_schema(self) -> None:
+        rev = migrate.current(self.dsn)
+        if rev != migrate.head():
+            if self.settings.embedded:
+                migrate.upgrade(self.dsn)
+            elif rev is None:
+                raise SchemaError("The pglogic schema is not installed here; run 'pglogic db upgrade'")
+            else:
+                raise SchemaError(
+                    f"The database is at schema revision {rev}, this pglogic needs "
+                    f"{migrate.head()}; run 'pglogic db upgrade'"
+                )
+        self._checked = True
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply the schema migrations up to ``revision``.
+
+        Example:
+            >>> PgLogic().upgrade()  # doctest: +SKIP
+        """
+        migrate.upgrade(self.dsn, revision)
+
+    def create_corpus(
+        self, name: str, *, model: str = DEFAULT_MODEL, dim: int | None = None,
+        description: str = "",
+    ) -> Corpus:  # fmt: skip
+        """Create a corpus; the model must be installed and match ``dim`` when given.
+
+        Example:
+            >>> PgLogic().create_corpus("news", model="all-MiniLM-L6-v2").dim  # doctest: +SKIP
+            384
+        """
+        embedder = get_embedder(model)
+        if dim is not None and dim != embedder.dim:
+            raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
+        with self.connect() as conn:
+            return corpora.create_corpus(
+                conn, name, model=model, dim=embedder.dim, description=description
+            )
+
+    def corpus(self, name: str) -> Corpus:
+        """Return corpus ``name`` (raises :class:`~pglogic.errors.UnknownCorpus`).
+
+        Example:
+            >>> PgLogic().corpus("news").model  # doctest: +SKIP
+            'all-MiniLM-L6-v2'
+        """
+        with self.connect() as conn:
+            return corpora.get_corpus(conn, name)
+
+    def list_corpora(self) -> list[CorpusInfo]:
+        """Return every corpus with statistics.
+
+        Example:
+            >>> [c.name for c in PgLogic().list_corpora()]  # doctest: +SKIP
+            ['news']
+        """
+        with self.connect() as conn:
+            return corpora.list_corpora(conn)
+
+    def corpus_info(self, name: str) -> CorpusInfo:
+        """Return statistics for corpus ``name``.
+
+        Example:
+            >>> PgLogic().corpus_info("news").documents  # doctest: +SKIP
+            10789
+        """
+        with self.connect() as conn:
+            return corpora.corpus_info(conn, name)
+
+    def drop_corpus(self, name: str) -> None:
+        """Drop corpus ``name`` and all its documents.
+
+        Example:
+            >>> PgLogic().drop_corpus("news")  # doctest: +SKIP
+        """
+        with self.connect() as conn:
+            corpora.drop_corpus(conn, name)
+
+    def ingest(
+        self,
+        name: str,
+        path: str | Path,
+        *,
+        fmt: str = "auto",
+        fields: FieldMap | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        limit: int | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_batch: Callable[[IngestStats, int], None] | None = None,
+    ) -> IngestStats:
+        """Ingest a JSONL/CSV file or a directory of text files into corpus ``name``.
+
+        Example:
+            >>> PgLogic().ingest("news", "../shared/data/reuters21578/corpus.jsonl.gz")  # doctest: +SKIP
+            IngestStats(seen=10789, inserted=10789, ...)
+        """
+        with self.connect() as conn:
+            c = corpora.get_corpus(conn, name)
+            conn.commit()
+            needs_model = fields is None or fields.vector is None
+            embedder = get_embedder(c.model) if needs_model else None
+            return ingest_path(
+                conn, c, Path(path), embedder=embedder, fmt=fmt, fields=fields,
+                batch_size=batch_size, limit=limit, on_start=on_start, on_batch=on_batch,
+            )  # fmt: skip
+
+    def build_index(
+        self,
+        name: str,
+        *,
+        m: int = 16,
+        ef_construction: int = 64,
+        progress: Callable[[IndexProgress], None] | None = None,
+    ) -> float:
+        """(Re)build the HNSW index of corpus ``name``; return seconds taken.
+
+        Example:
+            >>> PgLogic().build_index("news", m=16, ef_construction=64)  # doctest: +SKIP
+            3.2
+        """
+        with self.connect() as conn:
+            return corpora.build_index(
+                conn, name, m=m, ef_construction=ef_construction, progress=progress, dsn=self.dsn
+            )
+
+    def search(
+        self,
+        name: str,
+        query: str | Node,
+        *,
+        k: int = 10,
+        operators: str = "itlr",
+        truth: str = "clamp",
+        exact: bool = False,
+        depth: int | None = None,
+        ef_search: int | None = None,
+        filters: Sequence[Filter] = (),
+    ) -> SearchResult:
+        """Run a logical query (or plain text) against corpus ``name``.
+
+        Example:
+            >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
+            >>> [h.external_id for h in res.hits]  # doctest: +SKIP
+        """
+        opts = SearchOptions(
+            k=k, operators=operators, truth=truth, exact=exact, depth=depth,
+            ef_search=ef_search, filters=tuple(filters),
+        )  # fmt: skip
+        with self.connect() as conn:
+            c = corpora.get_corpus(conn, name)
+            conn.commit()
+            return search(conn, c, query, embedder=get_query_embedder(c.model), options=opts)
+
+    def compile(self, name: str, query: str | Node, options: SearchOptions) -> CompiledQuery:
+        """Compile ``query`` for corpus ``name`` without running it.
+
+        Example:
+            >>> print(PgLogic().compile("news", '"a" AND "b"', SearchOptions()).as_string())  # doctest: +SKIP
+        """
+        with self.connect() as conn:
+            c = corpora.get_corpus(conn, name)
+            iterative = server_has_iterative_scan(conn)
+            conn.commit()
+        return compile_query(to_tree(query), c, options, server_has_iterative_scan=iterative)

