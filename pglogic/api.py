@@ -71,7 +71,9 @@ class PgLogic:
             if self.settings.embedded:
                 migrate.upgrade(self.dsn)
             elif rev is None:
-                raise SchemaError("The pglogic schema is not installed here; run 'pglogic db upgrade'")
+                raise SchemaError(
+                    "The pglogic schema is not installed here; run 'pglogic db upgrade'"
+                )
             else:
                 raise SchemaError(
                     f"The database is at schema revision {rev}, this pglogic needs "
@@ -88,9 +90,13 @@ class PgLogic:
         migrate.upgrade(self.dsn, revision)
 
     def create_corpus(
-        self, name: str, *, model: str = DEFAULT_MODEL, dim: int | None = None,
+        self,
+        name: str,
+        *,
+        model: str = DEFAULT_MODEL,
+        dim: int | None = None,
         description: str = "",
-    ) -> Corpus:  # fmt: skip
+    ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
 
         Example:
@@ -168,9 +174,17 @@ class PgLogic:
             needs_model = fields is None or fields.vector is None
             embedder = get_embedder(c.model) if needs_model else None
             return ingest_path(
-                conn, c, Path(path), embedder=embedder, fmt=fmt, fields=fields,
-                batch_size=batch_size, limit=limit, on_start=on_start, on_batch=on_batch,
-            )  # fmt: skip
+                conn,
+                c,
+                Path(path),
+                embedder=embedder,
+                fmt=fmt,
+                fields=fields,
+                batch_size=batch_size,
+                limit=limit,
+                on_start=on_start,
+                on_batch=on_batch,
+            )
 
     def build_index(
         self,
@@ -211,9 +225,14 @@ class PgLogic:
             >>> [h.external_id for h in res.hits]  # doctest: +SKIP
         """
         opts = SearchOptions(
-            k=k, operators=operators, truth=truth, exact=exact, depth=depth,
-            ef_search=ef_search, filters=tuple(filters),
-        )  # fmt: skip
+            k=k,
+            operators=operators,
+            truth=truth,
+            exact=exact,
+            depth=depth,
+            ef_search=ef_search,
+            filters=tuple(filters),
+        )
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()

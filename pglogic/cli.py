@@ -78,7 +78,7 @@ def example(*lines: str) -> str:
         "pglogic corpus create news",
         "pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz",
         "pglogic index news",
-        "pglogic search news '\"grain\" AND NOT \"wheat\"' --explain",
+        'pglogic search news \'"grain" AND NOT "wheat"\' --explain',
         "PGLOGIC_DSN=postgresql://user:pw@127.0.0.1:5432/db pglogic db upgrade",
     )
 )
@@ -209,9 +209,12 @@ def corpus() -> None:
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Embedding model.")
 @click.option("--dim", type=int, help="Vector dimension (checked against the model).")
 @click.option(
-    "--distance", type=click.Choice(["cosine"]), default="cosine", show_default=True,
+    "--distance",
+    type=click.Choice(["cosine"]),
+    default="cosine",
+    show_default=True,
     help="Distance used by the index.",
-)  # fmt: skip
+)
 @click.option("--description", default="", help="Free text shown by 'corpus show'.")
 @click.pass_context
 def corpus_create(
@@ -244,14 +247,18 @@ def corpus_show(ctx: click.Context, name: str) -> None:
     i = _api(ctx).corpus_info(name)
     table = Table(show_header=False)
     rows = [
-        ("name", i.name), ("model", i.model), ("dimension", str(i.dim)),
-        ("distance", i.distance), ("documents", f"{i.documents:,}"),
-        ("embedded", f"{i.embedded:,}"), ("table size", _size(i.table_bytes)),
+        ("name", i.name),
+        ("model", i.model),
+        ("dimension", str(i.dim)),
+        ("distance", i.distance),
+        ("documents", f"{i.documents:,}"),
+        ("embedded", f"{i.embedded:,}"),
+        ("table size", _size(i.table_bytes)),
         ("index", i.index_name or "none (run: pglogic index " + i.name + ")"),
         ("index size", _size(i.index_bytes)),
         ("index params", json.dumps(i.index_params) if i.index_params else "-"),
         ("created", str(i.created_at)),
-    ]  # fmt: skip
+    ]
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -303,19 +310,31 @@ def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
 @click.option("--limit", type=int, default=None, help="Ingest only the first N records.")
 @click.pass_context
 def ingest(
-    ctx: click.Context, corpus_name: str, path: Path, fmt: str, id_field: str, text_field: str,
-    title_field: str, vector_field: str | None, batch_size: int, limit: int | None,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    corpus_name: str,
+    path: Path,
+    fmt: str,
+    id_field: str,
+    text_field: str,
+    title_field: str,
+    vector_field: str | None,
+    batch_size: int,
+    limit: int | None,
+) -> None:
     """Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.
 
     Idempotent by external id: unchanged documents are skipped, changed ones re-embedded. Each
     batch is committed, so an interrupted ingest resumes when run again.
     """
     stats = run_ingest(
-        _api(ctx), corpus_name, path, fmt=fmt,
+        _api(ctx),
+        corpus_name,
+        path,
+        fmt=fmt,
         fields=FieldMap(id_field, text_field, title_field, vector_field),
-        batch_size=batch_size, limit=limit,
-    )  # fmt: skip
+        batch_size=batch_size,
+        limit=limit,
+    )
     console.print(_ingest_summary(stats))
 
 
@@ -352,7 +371,9 @@ def _ingest_summary(s: IngestStats) -> str:
     )
 
 
-@cli.command(epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128"))
+@cli.command(
+    epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128")
+)
 @click.argument("corpus_name", metavar="CORPUS")
 @click.option("--m", type=int, default=16, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", type=int, default=64, show_default=True)
@@ -376,13 +397,23 @@ def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) ->
 
 
 def _search_options(
-    k: int, operators: str, truth: str, exact: bool, depth: int | None,
-    ef_search: int | None, where: tuple[str, ...],
-) -> SearchOptions:  # fmt: skip
+    k: int,
+    operators: str,
+    truth: str,
+    exact: bool,
+    depth: int | None,
+    ef_search: int | None,
+    where: tuple[str, ...],
+) -> SearchOptions:
     return SearchOptions(
-        k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
+        k=k,
+        operators=operators,
+        truth=truth,
+        exact=exact,
+        depth=depth,
+        ef_search=ef_search,
         filters=tuple(parse_filter(w) for w in where),
-    )  # fmt: skip
+    )
 
 
 def search_options(f: Any) -> Any:
@@ -390,21 +421,26 @@ def search_options(f: Any) -> Any:
     decorators = [
         click.option("-k", "--k", type=int, default=10, show_default=True, help="Hits to return."),
         click.option(
-            "--operators", default="itlr", show_default=True,
+            "--operators",
+            default="itlr",
+            show_default=True,
             help="Operator family: itlr, godel, lukasiewicz, product, or and=..,or=..,not=..",
         ),
         click.option(
-            "--truth", default="clamp", show_default=True,
+            "--truth",
+            default="clamp",
+            show_default=True,
             help="Similarity-to-truth mapping: clamp or affine.",
         ),
         click.option("--exact", is_flag=True, help="Score every document (no index)."),
         click.option("--depth", type=int, help="Candidates per positive term (default from k)."),
         click.option("--ef-search", type=int, help="hnsw.ef_search (default from depth)."),
         click.option(
-            "--where", multiple=True,
+            "--where",
+            multiple=True,
             help="Metadata filter: KEY=VALUE, KEY>=VALUE, ... or a JSON object (repeatable).",
         ),
-    ]  # fmt: skip
+    ]
     for d in reversed(decorators):
         f = d(f)
     return f
@@ -413,9 +449,9 @@ def search_options(f: Any) -> Any:
 @cli.command(
     epilog=example(
         "pglogic search news 'oil prices'                      # plain semantic search",
-        "pglogic search news '\"grain\" AND NOT \"wheat\"' --explain",
-        "pglogic search se '\"bread\" AND \"baking\"' --where site=cooking -k 5",
-        "pglogic search news '(\"gold\" OR \"silver\") AND NOT \"mining\"' --operators godel --json",
+        'pglogic search news \'"grain" AND NOT "wheat"\' --explain',
+        'pglogic search se \'"bread" AND "baking"\' --where site=cooking -k 5',
+        'pglogic search news \'("gold" OR "silver") AND NOT "mining"\' --operators godel --json',
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -425,24 +461,45 @@ def search_options(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON lines.")
 @click.pass_context
 def search(
-    ctx: click.Context, corpus_name: str, query: str, k: int, operators: str, truth: str,
-    exact: bool, depth: int | None, ef_search: int | None, where: tuple[str, ...],
-    explain: bool, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    corpus_name: str,
+    query: str,
+    k: int,
+    operators: str,
+    truth: str,
+    exact: bool,
+    depth: int | None,
+    ef_search: int | None,
+    where: tuple[str, ...],
+    explain: bool,
+    as_json: bool,
+) -> None:
     """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( )."""
     opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
     api = _api(ctx)
     result = api.search(
-        corpus_name, query, k=opts.k, operators=operators, truth=truth, exact=exact,
-        depth=depth, ef_search=ef_search, filters=opts.filters,
-    )  # fmt: skip
+        corpus_name,
+        query,
+        k=opts.k,
+        operators=operators,
+        truth=truth,
+        exact=exact,
+        depth=depth,
+        ef_search=ef_search,
+        filters=opts.filters,
+    )
     if as_json:
         for h in result.hits:
             click.echo(
                 json.dumps(
-                    {"id": h.external_id, "title": h.title, "score": h.score,
-                     "similarities": h.similarities}, ensure_ascii=False,
-                )  # fmt: skip
+                    {
+                        "id": h.external_id,
+                        "title": h.title,
+                        "score": h.score,
+                        "similarities": h.similarities,
+                    },
+                    ensure_ascii=False,
+                )
             )
         return
     print_hits(result, explain=explain)
@@ -469,8 +526,8 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
 @cli.command(
     "compile",
     epilog=example(
-        "pglogic compile '\"a\" AND NOT \"b\"'",
-        "pglogic compile '\"grain\" OR \"corn\"' --corpus news --operators godel",
+        'pglogic compile \'"a" AND NOT "b"\'',
+        'pglogic compile \'"grain" OR "corn"\' --corpus news --operators godel',
     ),
 )
 @click.argument("query")
@@ -478,9 +535,17 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
 @search_options
 @click.pass_context
 def compile_cmd(
-    ctx: click.Context, query: str, corpus_name: str | None, k: int, operators: str, truth: str,
-    exact: bool, depth: int | None, ef_search: int | None, where: tuple[str, ...],
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    query: str,
+    corpus_name: str | None,
+    k: int,
+    operators: str,
+    truth: str,
+    exact: bool,
+    depth: int | None,
+    ef_search: int | None,
+    where: tuple[str, ...],
+) -> None:
     """Print the SQL statement QUERY compiles to, without running it."""
     from pglogic.compile import compile_query
     from pglogic.corpus import Corpus
@@ -490,8 +555,9 @@ def compile_cmd(
     if corpus_name:
         compiled = _api(ctx).compile(corpus_name, query, opts)
     else:
-        sample = Corpus(0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None,
-                        None)  # fmt: skip
+        sample = Corpus(
+            0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None, None
+        )
         compiled = compile_query(to_tree(query), sample, opts)
     for name, value in compiled.settings.items():
         click.echo(f"SET LOCAL {name} = {value};")
@@ -504,13 +570,12 @@ def compile_cmd(
 # --------------------------------------------------------------------------- demo
 
 
-@cli.command(
-    epilog=example("pglogic demo", "pglogic demo --limit 0   # the whole Reuters corpus")
-)
+@cli.command(epilog=example("pglogic demo", "pglogic demo --limit 0   # the whole Reuters corpus"))
 @click.option(
-    "--dataset", type=click.Path(path_type=Path),
+    "--dataset",
+    type=click.Path(path_type=Path),
     help="Dataset directory (default: ../shared/data/reuters21578, else a bundled sample).",
-)  # fmt: skip
+)
 @click.option("--limit", type=int, default=3000, show_default=True, help="0 = all documents.")
 @click.option("--corpus", "corpus_name", default="demo", show_default=True)
 @click.pass_context

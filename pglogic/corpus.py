@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from pglogic.db import Connection, require_schema
 from pglogic.errors import CorpusExists, InvalidInput, UnknownCorpus
@@ -194,9 +194,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         sql.SQL(
             "SELECT count(*), count({col}), pg_table_size({regclass}),"
             " (SELECT created_at FROM pglogic.corpora WHERE id = %s) FROM {table}"
-        ).format(
-            col=c.embedding, table=c.table, regclass=sql.Literal(f"{SCHEMA}.{c.table_name}")
-        ),
+        ).format(col=c.embedding, table=c.table, regclass=sql.Literal(f"{SCHEMA}.{c.table_name}")),
         (c.id,),
     ).fetchone()
     assert row is not None
@@ -208,9 +206,18 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         index_bytes = int(r[0] or 0) if r else 0
     conn.rollback()
     return CorpusInfo(
-        c.name, c.model, c.dim, c.distance, int(row[0]), int(row[1]), int(row[2]),
-        index_bytes, c.index_name, c.index_params, row[3],
-    )  # fmt: skip
+        c.name,
+        c.model,
+        c.dim,
+        c.distance,
+        int(row[0]),
+        int(row[1]),
+        int(row[2]),
+        index_bytes,
+        c.index_name,
+        c.index_params,
+        row[3],
+    )
 
 
 def list_corpora(conn: Connection) -> list[CorpusInfo]:
@@ -282,7 +289,9 @@ def build_index(
     started = time.perf_counter()
     try:
         with conn.transaction():
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,))
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
+            )
             conn.execute(
                 sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(SCHEMA, index_name))
             )
@@ -303,7 +312,7 @@ def build_index(
                 " WHERE corpus_id = %s AND column_name = %s",
                 (
                     index_name,
-                    psycopg.types.json.Json({"m": m, "ef_construction": ef_construction}),
+                    Jsonb({"m": m, "ef_construction": ef_construction}),
                     c.id,
                     c.column,
                 ),

@@ -84,8 +84,11 @@ def find_dataset(dataset: Path | None) -> Path:
         if not dataset.exists():
             raise InvalidInput(f"No such dataset: {dataset}")
         return dataset
-    roots = [os.environ.get("PGLOGIC_DATA"), Path.cwd() / "../shared/data",
-             Path(__file__).resolve().parents[1] / "../shared/data"]  # fmt: skip
+    roots = [
+        os.environ.get("PGLOGIC_DATA"),
+        Path.cwd() / "../shared/data",
+        Path(__file__).resolve().parents[1] / "../shared/data",
+    ]
     for root in roots:
         if root and (Path(root) / "reuters21578/corpus.jsonl.gz").exists():
             return (Path(root) / "reuters21578/corpus.jsonl.gz").resolve()
@@ -129,8 +132,8 @@ def run_demo(api: PgLogic, *, dataset: Path | None, limit: int | None, corpus_na
         info = api.corpus_info(corpus_name)
         console.print(f"Corpus {corpus_name!r} exists ({info.documents:,} documents); reusing it")
     except UnknownCorpus:
-        c = api.create_corpus(corpus_name)
-        console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, cosine)")
+        created = api.create_corpus(corpus_name)
+        console.print(f"Created corpus {created.name!r} ({created.model}, {created.dim}-d, cosine)")
 
     console.rule("[bold]3. Ingest")
     console.print(f"{path} (first {limit:,} records)" if limit else str(path), soft_wrap=True)
@@ -171,7 +174,9 @@ def run_demo(api: PgLogic, *, dataset: Path | None, limit: int | None, corpus_na
             f"Hits labelled [bold]{c.excluded_label}[/] (the excluded topic): "
             f"dense {n_dense}/10, logical {n_logic}/10\n"
         )
-    console.print("Done. Try: pglogic search " + corpus_name + " '\"grain\" AND NOT \"wheat\"' --explain")
+    console.print(
+        "Done. Try: pglogic search " + corpus_name + ' \'"grain" AND NOT "wheat"\' --explain'
+    )
 
 
 def _cell(title: str | None, metadata: dict[str, object], c: Contrast) -> str:

@@ -106,8 +106,9 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # the library raises many kinds on broken model files
             raise EmbeddingError(f"Embedding model {name!r} failed to load: {exc}") from exc
         self.name = name
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
         )
         dim = get_dim()
         if not isinstance(dim, int):

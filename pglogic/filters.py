@@ -76,10 +76,10 @@ def parse_filter(text: str) -> Filter:
         )
     key, op, raw = m.groups()
     try:
-        value: Any = json.loads(raw)
+        parsed: Any = json.loads(raw)
     except json.JSONDecodeError:
-        value = raw
-    return Comparison(key, op, value)
+        parsed = raw
+    return Comparison(key, op, parsed)
 
 
 def filters_sql(

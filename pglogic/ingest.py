@@ -218,9 +218,16 @@ def ingest_records(
                 copy.set_types(list(_TYPES))
                 for r, th, rh, _ in todo:
                     copy.write_row(
-                        (r.external_id, r.title, r.text, Jsonb(r.metadata), th, rh,
-                         vectors.get(r.external_id))
-                    )  # fmt: skip
+                        (
+                            r.external_id,
+                            r.title,
+                            r.text,
+                            Jsonb(r.metadata),
+                            th,
+                            rh,
+                            vectors.get(r.external_id),
+                        )
+                    )
             for (was_insert,) in conn.execute(upsert):
                 if was_insert:
                     stats.inserted += 1

@@ -18,6 +18,7 @@ import csv
 import gzip
 import io
 import json
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,7 @@ def _open_bytes(path: Path) -> IO[bytes]:
     if not path.exists():
         raise InvalidInput(f"No such file or directory: {path}")
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return typing.cast(IO[bytes], gzip.open(path, "rb"))
     return path.open("rb")
 
 

@@ -86,9 +86,7 @@ def server_has_iterative_scan(conn: Connection) -> bool:
     return _ITERATIVE[key]
 
 
-def execute(
-    conn: Connection, compiled: CompiledQuery, vectors: dict[str, object]
-) -> list[Hit]:
+def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object]) -> list[Hit]:
     """Run a compiled query in its own transaction with its ``SET LOCAL`` settings.
 
     Example:

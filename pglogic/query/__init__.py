@@ -1,0 +1,31 @@
+"""The logical query language: parse text into a tree, print a tree back, list its terms.
+
+>>> from pglogic.query import parse, positive_terms, to_string
+>>> tree = parse('("vitamin D benefits" OR "vitamin D supplements") and not "bone health"')
+>>> to_string(tree)
+'("vitamin D benefits" OR "vitamin D supplements") AND NOT "bone health"'
+>>> positive_terms(tree)
+['vitamin D benefits', 'vitamin D supplements']
+"""
+
+from pglogic.errors import QuerySyntaxError
+from pglogic.query.ast import And, Node, Not, Or, Term, negated_only_terms, positive_terms, terms
+from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse
+from pglogic.query.printer import quote_term, to_string
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_TERMS",
+    "And",
+    "Node",
+    "Not",
+    "Or",
+    "QuerySyntaxError",
+    "Term",
+    "negated_only_terms",
+    "parse",
+    "positive_terms",
+    "quote_term",
+    "terms",
+    "to_string",
+]

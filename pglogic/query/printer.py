@@ -1,0 +1,69 @@
+"""Canonical printer: the inverse of :func:`~pglogic.query.parser.parse`.
+
+Terms are always double-quoted (``"`` and ``\\`` escaped with a backslash), operators are upper
+case, tokens are separated by single spaces and parentheses appear only where precedence needs
+them (an OR inside an AND, an AND or OR inside a NOT). Nested nodes of the same operator are printed
+flat, which is the form the parser produces, so for every tree ``t``::
+
+    to_string(parse(to_string(t))) == to_string(t)
+
+and ``parse(to_string(t)) == t`` when ``t`` is canonical (no AND directly inside an AND, no OR
+directly inside an OR).
+
+    >>> from pglogic.query import parse
+    >>> to_string(parse("(('a'))  or  not ('b' and \\"c\\")"))
+    '"a" OR NOT ("b" AND "c")'
+"""
+
+from __future__ import annotations
+
+from pglogic.query.ast import And, Node, Not, Or, Term
+
+__all__ = ["quote_term", "to_string"]
+
+
+def quote_term(text: str) -> str:
+    """Return ``text`` as a double-quoted query term, escaping ``\\`` and ``"``.
+
+    Example:
+        >>> print(quote_term('say "hi" \\\\o/'))
+        "say \\"hi\\" \\\\o/"
+    """
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _flat(node: And | Or) -> list[Node]:
+    """Children of ``node`` with nested nodes of the same class spliced in."""
+    result: list[Node] = []
+    stack: list[Node] = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        if type(child) is type(node):
+            assert isinstance(child, And | Or)
+            stack.extend(reversed(child.children))
+        else:
+            result.append(child)
+    return result
+
+
+def to_string(node: Node) -> str:
+    """Return the canonical text of a query tree.
+
+    Example:
+        >>> to_string(And((Or((Term("a"), Term("b"))), Not(Term("c")))))
+        '("a" OR "b") AND NOT "c"'
+        >>> to_string(Or((Term("a"), And((Term("b"), Term("c"))))))
+        '"a" OR "b" AND "c"'
+    """
+    if isinstance(node, Term):
+        return quote_term(node.text)
+    if isinstance(node, Not):
+        inner = to_string(node.child)
+        return f"NOT ({inner})" if isinstance(node.child, And | Or) else f"NOT {inner}"
+    if isinstance(node, And):
+        parts = [
+            f"({to_string(child)})" if isinstance(child, Or) else to_string(child)
+            for child in _flat(node)
+        ]
+        return " AND ".join(parts)
+    return " OR ".join(to_string(child) for child in _flat(node))
