@@ -596,7 +596,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except PglogicError as e:
         err_console.print(f"Error: {e}", markup=False, highlight=False)
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            sys.exit(130)
         err_console.print("Aborted.")
         sys.exit(1)
     except click.ClickException as e:

