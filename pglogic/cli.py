@@ -64,6 +64,7 @@ def progress_bar() -> Progress:
         TimeRemainingColumn(),
         console=err_console,
         transient=False,
+        disable=not err_console.is_terminal,
     )
 
 
@@ -341,6 +342,7 @@ def ingest(
 def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> IngestStats:
     """Ingest with a progress bar; on Ctrl-C say what was kept."""
     committed = IngestStats()
+    api.corpus(corpus_name)  # fail on an unknown corpus before drawing anything
     with progress_bar() as bar:
         task = bar.add_task(f"ingest {corpus_name}", total=None)
 
