@@ -94,6 +94,7 @@ class CompiledQuery:
     candidate_terms: list[str]
     settings: dict[str, str]
     family: OperatorFamily
+    param_prefix: str = ""
 
     def as_string(self, context: Any = None) -> str:
         """Render the statement (placeholders stay ``%(name)s``).
@@ -114,26 +115,73 @@ class CompiledQuery:
         for i, t in enumerate(self.terms):
             if t not in vectors:
                 raise QueryError(f"No vector for term {t!r}")
-            params[f"v{i}"] = np.asarray(vectors[t], dtype=np.float32)
+            params[f"{self.param_prefix}v{i}"] = np.asarray(vectors[t], dtype=np.float32)
         return params
 
 
-def _distance(column: sql.Composable, i: int, dim: int) -> sql.Composable:
-    return sql.SQL("{} <=> {}::vector({})").format(
-        column, sql.Placeholder(f"v{i}"), sql.Literal(dim)
-    )
+@dataclass(frozen=True)
+class Source:
+    """What a query searches: a table with an id column and an embedding column.
+
+    ``alias`` names the table inside the statement (``d`` for corpora); None refers to it by its
+    own name, so that SQL written against the table (e.g. an application's filters) fits in.
+    ``columns`` are extra columns returned after the id.
+
+    Example:
+        >>> src = Source(sql.Identifier("public", "articles"), None, "id", "embedding", 384, ())
+        >>> src.ref.as_string(None)
+        '"public"."articles"'
+    """
+
+    table: sql.Composable
+    alias: str | None
+    id: str
+    embedding: str
+    dim: int
+    columns: tuple[str, ...] = ("external_id", "title", "metadata")
+
+    @classmethod
+    def for_corpus(cls, corpus: Corpus) -> Source:
+        """The source for a pglogic corpus (table ``pglogic.corpus_<id>``, alias ``d``).
+
+        Example:
+            >>> c = Corpus(1, "news", "corpus_1", "m", 384, "cosine", "embedding", None, None)
+            >>> Source.for_corpus(c).alias
+            'd'
+        """
+        return cls(corpus.table, "d", "id", corpus.column, corpus.dim)
+
+    @property
+    def ref(self) -> sql.Composable:
+        """How columns are qualified: the alias, or the table itself."""
+        return sql.Identifier(self.alias) if self.alias else self.table
+
+    def col(self, name: str) -> sql.Composable:
+        """A qualified column of the source."""
+        return sql.SQL("{}.{}").format(self.ref, sql.Identifier(name))
+
+    @property
+    def from_(self) -> sql.Composable:
+        """The FROM item: ``table alias`` or just ``table``."""
+        if self.alias:
+            return sql.SQL("{} {}").format(self.table, sql.Identifier(self.alias))
+        return self.table
 
 
 def compile_query(
     tree: Node,
-    corpus: Corpus,
+    target: Corpus | Source,
     options: SearchOptions | None = None,
     *,
     server_has_iterative_scan: bool = True,
+    extra_where: sql.Composable | None = None,
+    param_prefix: str = "",
 ) -> CompiledQuery:
-    """Compile ``tree`` for ``corpus`` into one statement (see the module docstring).
+    """Compile ``tree`` for a corpus (or any :class:`Source`) into one statement.
 
-    Raises :class:`QueryError` when no term can generate candidates and ``exact`` is off.
+    ``extra_where`` is ANDed into every candidate CTE (and the exact scan) next to the metadata
+    filters; ``param_prefix`` prefixes every placeholder name (to embed the statement in another
+    one). Raises :class:`QueryError` when no term can generate candidates and ``exact`` is off.
 
     Example:
         >>> from pglogic.query import parse
@@ -142,37 +190,53 @@ def compile_query(
         Traceback (most recent call last):
         pglogic.errors.QueryError: The query has no positive term to find candidates with (every term is negated); rerun with exact=True (--exact) to scan every document
     """
+    src = target if isinstance(target, Source) else Source.for_corpus(target)
     opts = options or SearchOptions()
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
     family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
+    pre = param_prefix
+
+    def ph(name: str) -> sql.Placeholder:
+        return sql.Placeholder(pre + name)
+
+    def distance(i: int) -> sql.Composable:
+        return sql.SQL("{} <=> {}::vector({})").format(
+            src.col(src.embedding), ph(f"v{i}"), sql.Literal(src.dim)
+        )
+
     all_terms = terms(tree)
     cand_terms = positive_terms(tree)
     index_of = {t: i for i, t in enumerate(all_terms)}
     sim_col = {t: sql.Identifier(f"s{i}") for t, i in index_of.items()}
     score = to_sql(tree, lambda t: sim_col[t], family, opts.truth)
-    table = corpus.table
-    emb = sql.SQL("d.{}").format(corpus.embedding)
-    where, params = filters_sql(opts.filters, sql.SQL("d.metadata"))
-    params["k"] = opts.k
+    where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
+    if extra_where is not None:
+        where = sql.SQL("{} AND ({})").format(where, extra_where)
+    params: dict[str, Any] = dict(fparams)
+    params[pre + "k"] = opts.k
     settings: dict[str, str] = {}
 
     sims = sql.SQL(", ").join(
-        sql.SQL("1 - ({}) AS {}").format(_distance(emb, i, corpus.dim), sim_col[t])
-        for t, i in index_of.items()
+        sql.SQL("1 - ({}) AS {}").format(distance(i), sim_col[t]) for t, i in index_of.items()
     )
     out_cols = sql.SQL(", ").join(sim_col[t] for t in all_terms)
+    idc = sql.Identifier(src.id)
+    inner_cols = sql.SQL(", ").join([src.col(src.id), *(src.col(c) for c in src.columns)])
+    outer_cols = sql.SQL(", ").join([idc, *(sql.Identifier(c) for c in src.columns)])
+    final = sql.SQL(
+        "SELECT {outer}, {score} AS score, {out} FROM sims\nORDER BY score DESC, {id} LIMIT {k}"
+    ).format(outer=outer_cols, score=score, out=out_cols, id=idc, k=ph("k"))
 
     if opts.exact:
         statement = sql.SQL(
-            "WITH sims AS (SELECT d.id, d.external_id, d.title, d.metadata, {sims} FROM {table} d"
-            " WHERE d.{col} IS NOT NULL AND {where})\n"
-            "SELECT id, external_id, title, metadata, {score} AS score, {out} FROM sims\n"
-            "ORDER BY score DESC, id LIMIT %(k)s"
+            "WITH sims AS (SELECT {inner}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})\n"
+            "{final}"
         ).format(
-            sims=sims, table=table, col=corpus.embedding, where=where, score=score, out=out_cols
-        )
-        return CompiledQuery(statement, params, all_terms, [], settings, family)
+            inner=inner_cols, sims=sims, from_=src.from_, emb=src.col(src.embedding),
+            where=where, final=final,
+        )  # fmt: skip
+        return CompiledQuery(statement, params, all_terms, [], settings, family, pre)
 
     if not cand_terms:
         raise QueryError(
@@ -191,38 +255,42 @@ def compile_query(
     if not 1 <= ef <= MAX_EF_SEARCH:
         raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
     settings["hnsw.ef_search"] = str(ef)
-    if server_has_iterative_scan and opts.iterative_scan and (opts.filters or depth > ef):
+    filtered = bool(opts.filters) or extra_where is not None
+    if server_has_iterative_scan and opts.iterative_scan and (filtered or depth > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
-    params["depth"] = depth
+    params[pre + "depth"] = depth
 
     ctes = [
         sql.SQL(
-            "{name} AS MATERIALIZED (SELECT d.id FROM {table} d WHERE {where}"
-            " ORDER BY {dist} LIMIT %(depth)s)"
+            "{name} AS MATERIALIZED (SELECT {id} FROM {from_} WHERE {where}"
+            " ORDER BY {dist} LIMIT {depth})"
         ).format(
             name=sql.Identifier(f"c{index_of[t]}"),
-            table=table,
+            id=src.col(src.id),
+            from_=src.from_,
             where=where,
-            dist=_distance(emb, index_of[t], corpus.dim),
+            dist=distance(index_of[t]),
+            depth=ph("depth"),
         )
         for t in cand_terms
     ]
     union = sql.SQL(" UNION ").join(
-        sql.SQL("SELECT id FROM {}").format(sql.Identifier(f"c{index_of[t]}")) for t in cand_terms
+        sql.SQL("SELECT {} FROM {}").format(idc, sql.Identifier(f"c{index_of[t]}"))
+        for t in cand_terms
     )
     statement = sql.SQL(
         "WITH {ctes},\n"
         "cand AS ({union}),\n"
-        "sims AS (SELECT d.id, d.external_id, d.title, d.metadata, {sims} FROM cand JOIN {table} d"
-        " ON d.id = cand.id)\n"
-        "SELECT id, external_id, title, metadata, {score} AS score, {out} FROM sims\n"
-        "ORDER BY score DESC, id LIMIT %(k)s"
+        "sims AS (SELECT {inner}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
+        "{final}"
     ).format(
         ctes=sql.SQL(",\n").join(ctes),
         union=union,
+        inner=inner_cols,
         sims=sims,
-        table=table,
-        score=score,
-        out=out_cols,
+        from_=src.from_,
+        id=src.col(src.id),
+        idc=idc,
+        final=final,
     )
-    return CompiledQuery(statement, params, all_terms, cand_terms, settings, family)
+    return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)
