@@ -16,9 +16,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, pool
+from sqlalchemy.exc import DBAPIError
 
 from pglogic.db import connect, require_vector_available
+from pglogic.errors import SchemaError
 
 VERSION_TABLE = "pglogic_alembic_version"
 
@@ -64,13 +67,22 @@ def _run(dsn: str, action: str, revision: str) -> None:
         require_vector_available(conn)
     engine = _engine(dsn)
     cfg = _config()
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        if action == "upgrade":
-            command.upgrade(cfg, revision)
-        else:
-            command.downgrade(cfg, revision)
-    engine.dispose()
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            if action == "upgrade":
+                command.upgrade(cfg, revision)
+            else:
+                command.downgrade(cfg, revision)
+    except DBAPIError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise SchemaError(
+            f"Migration {action} to {revision} failed (nothing applied): {first}"
+        ) from exc
+    except CommandError as exc:
+        raise SchemaError(f"Migration {action} to {revision} failed: {exc}") from exc
+    finally:
+        engine.dispose()
 
 
 def upgrade(dsn: str, revision: str = "head") -> None:

@@ -81,3 +81,32 @@ def test_migrations_ship_inside_the_wheel(tmp_path: Path) -> None:
     assert "pglogic/migrations/script.py.mako" in names
     assert "pglogic/migrations/versions/0001_initial.py" in names
     assert "pglogic/py.typed" in names
+
+
+def test_unknown_revision_is_a_clear_error(empty_dsn: str) -> None:
+    from pglogic.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="Migration upgrade to 9999 failed"):
+        migrate.upgrade(empty_dsn, "9999")
+    assert migrate.current(empty_dsn) is None
+
+
+def test_missing_privilege_is_a_clear_error_and_applies_nothing(
+    empty_dsn: str, pg_server: object
+) -> None:
+    import uuid
+
+    from psycopg.conninfo import make_conninfo
+
+    from pglogic.errors import SchemaError
+
+    role = f"weak_{uuid.uuid4().hex[:8]}"
+    with connect(empty_dsn, autocommit=True) as c:
+        c.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        with pytest.raises(SchemaError, match="failed \\(nothing applied\\)"):
+            migrate.upgrade(make_conninfo(empty_dsn, user=role))
+        assert migrate.current(empty_dsn) is None
+    finally:
+        with connect(empty_dsn, autocommit=True) as c:
+            c.execute(f'DROP ROLE "{role}"')
