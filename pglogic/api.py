@@ -236,7 +236,9 @@ class PgLogic:
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()
-            return search(conn, c, query, embedder=get_query_embedder(c.model), options=opts)
+            return search(
+                conn, c, query, embedder=lambda: get_query_embedder(c.model), options=opts
+            )
 
     def compile(self, name: str, query: str | Node, options: SearchOptions) -> CompiledQuery:
         """Compile ``query`` for corpus ``name`` without running it.

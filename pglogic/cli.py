@@ -509,17 +509,19 @@ def search(
 
 def print_hits(result: SearchResult, *, explain: bool, title: str | None = None) -> None:
     """Print hits as a table (with per-term similarities when ``explain``)."""
-    table = Table(title=title or str(result.tree), title_justify="left")
+    table = Table(title=Text(title or str(result.tree)), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
     table.add_column("id")
     table.add_column("title", overflow="fold", max_width=60)
     terms = result.compiled.terms if explain else []
     for t in terms:
-        table.add_column(t if len(t) <= 24 else t[:23] + "…", justify="right")
+        table.add_column(Text(t if len(t) <= 24 else t[:23] + "…"), justify="right")
     for i, h in enumerate(result.hits, 1):
         sims = [f"{h.similarities[t]:.3f}" for t in terms]
-        table.add_row(str(i), f"{h.score:.4f}", h.external_id, (h.title or "")[:120], *sims)
+        table.add_row(
+            str(i), f"{h.score:.4f}", Text(h.external_id), Text((h.title or "")[:120]), *sims
+        )
     console.print(table)
     if not result.hits:
         console.print("No hits.")
@@ -530,11 +532,29 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
     epilog=example(
         'pglogic compile \'"a" AND NOT "b"\'',
         'pglogic compile \'"grain" OR "corn"\' --corpus news --operators godel',
+        'pglogic compile \'"a" AND NOT "b"\' --style numbered      # $1, $2, ... placeholders',
+        'pglogic compile \'"grain" AND NOT "wheat"\' --corpus news --vectors inline',
     ),
 )
 @click.argument("query")
 @click.option("--corpus", "corpus_name", help="Compile for this corpus (default: a 384-d sample).")
 @search_options
+@click.option(
+    "--style",
+    type=click.Choice(["psycopg", "numbered"]),
+    default="psycopg",
+    show_default=True,
+    help="Placeholders: %(name)s (psycopg) or $1, $2, ... (numbered; their order is printed).",
+)
+@click.option(
+    "--vectors",
+    "vectors_mode",
+    type=click.Choice(["params", "inline"]),
+    default="params",
+    show_default=True,
+    help="inline: embed the terms with the corpus's model and write every value into the SQL "
+    "(needs --corpus).",
+)
 @click.pass_context
 def compile_cmd(
     ctx: click.Context,
@@ -547,12 +567,17 @@ def compile_cmd(
     depth: int | None,
     ef_search: int | None,
     where: tuple[str, ...],
+    style: str,
+    vectors_mode: str,
 ) -> None:
     """Print the SQL statement QUERY compiles to, without running it."""
     from pglogic.compile import compile_query
     from pglogic.corpus import Corpus
+    from pglogic.render import render
     from pglogic.search import to_tree
 
+    if vectors_mode == "inline" and not corpus_name:
+        raise click.UsageError("--vectors inline needs --corpus: the corpus's model embeds terms")
     opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
     if corpus_name:
         compiled = _api(ctx).compile(corpus_name, query, opts)
@@ -563,6 +588,23 @@ def compile_cmd(
         compiled = compile_query(to_tree(query), sample, opts)
     for name, value in compiled.settings.items():
         click.echo(f"SET LOCAL {name} = {value};")
+    if vectors_mode == "inline" and corpus_name:
+        from pglogic.embed import get_query_embedder
+
+        model = get_query_embedder(_api(ctx).corpus(corpus_name).model)
+        vectors = dict(zip(compiled.terms, model.embed(compiled.terms), strict=True))
+        click.echo(render(compiled, "numbered", vectors).text + ";")
+        click.echo("-- parameters: none")
+        return
+    if style == "numbered":
+        rendered = render(compiled, "numbered")
+        click.echo(rendered.text + ";")
+        click.echo("-- parameters, in order:")
+        for i, name in enumerate(rendered.names, 1):
+            term = rendered.vector_terms.get(name)
+            value = f"<embedding of {term!r}>" if term is not None else rendered.params[name]
+            click.echo(f"-- ${i} = {name}: {json.dumps(value, ensure_ascii=False)}")
+        return
     click.echo(compiled.as_string() + ";")
     params = {k: v for k, v in compiled.params.items()}
     params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
@@ -593,10 +635,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     try:
         cli.main(args=argv, prog_name="pglogic", standalone_mode=False)
     except QuerySyntaxError as e:
-        err_console.print(f"Error: {e.pretty()}", markup=False, highlight=False)
+        err_console.print(f"Error: {e.pretty()}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except PglogicError as e:
-        err_console.print(f"Error: {e}", markup=False, highlight=False)
+        err_console.print(f"Error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except click.exceptions.Abort as e:
         if isinstance(e.__cause__, KeyboardInterrupt):  # click turns Ctrl-C into Abort

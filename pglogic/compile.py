@@ -52,7 +52,7 @@ def default_depth(k: int, n_terms: int) -> int:
 
     Example:
         >>> default_depth(10, 1), default_depth(10, 3), default_depth(100, 2)
-        (100, 173, 1000)
+        (100, 174, 1000)
     """
     return max(k, min(MAX_EF_SEARCH, max(100, math.ceil(10 * k * math.sqrt(n_terms)))))
 

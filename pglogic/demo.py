@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pglogic import migrate
@@ -163,8 +164,8 @@ def run_demo(api: PgLogic, *, dataset: Path | None, limit: int | None, corpus_na
         logical = api.search(corpus_name, c.logical, k=10)
         table = Table(title=f"Top 10 for: {c.question}", title_justify="left")
         table.add_column("#", justify="right")
-        table.add_column(f"dense: {c.question!r}", overflow="fold")
-        table.add_column(f"logical: {c.logical}", overflow="fold")
+        table.add_column(escape(f"dense: {c.question!r}"), overflow="fold")
+        table.add_column(escape(f"logical: {c.logical}"), overflow="fold")
         for i, (a, b) in enumerate(zip(dense.hits, logical.hits, strict=False), 1):
             table.add_row(str(i), _cell(a.title, a.metadata, c), _cell(b.title, b.metadata, c))
         console.print(table)
@@ -184,4 +185,4 @@ def _cell(title: str | None, metadata: dict[str, object], c: Contrast) -> str:
     assert isinstance(labels, list)
     tag = ",".join(str(x) for x in labels[:4])
     mark = " [red](excluded)[/]" if c.excluded_label in labels else ""
-    return f"{(title or '')[:60]} [dim]\\[{tag}][/]{mark}"
+    return f"{escape((title or '')[:60])} [dim]\\[{escape(tag)}][/]{mark}"

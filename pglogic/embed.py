@@ -58,7 +58,7 @@ def resolve_model_path(name: str) -> Path:
     Example:
         >>> resolve_model_path("all-MiniLM-L6-v2").name
         'model'
-        >>> resolve_model_path("no-such-model")
+        >>> resolve_model_path("no-such-model")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         pglogic.errors.EmbeddingError: Embedding model 'no-such-model' is not installed: ...
     """
@@ -161,6 +161,9 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Return vectors for ``texts``, embedding only the ones not cached."""
         with self._lock:
+            for t in texts:
+                if t in self._cache:
+                    self._cache.move_to_end(t)  # least recently used goes first
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
             self.hits += len(texts) - len(missing)
             self.misses += len(missing)

@@ -54,8 +54,8 @@ def head() -> str:
     """Return the newest revision shipped with this version of pglogic.
 
     Example:
-        >>> head()
-        '0001'
+        >>> head() >= "0002"
+        True
     """
     rev = ScriptDirectory.from_config(_config()).get_current_head()
     assert rev is not None

@@ -12,8 +12,11 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from psycopg import sql
 
 from pglogic.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.corpus import Corpus
@@ -51,17 +54,24 @@ class SearchResult:
 
 
 def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
-    """Parse ``query``; text without any quote character is one plain term.
+    """Parse ``query`` as a logical query, or take it as one plain term.
+
+    It is logical when it contains a double quote or starts with ``'``, ``(`` or ``NOT``; so
+    ``children's books`` is plain text and ``'a' AND 'b'`` is logical.
 
     Example:
         >>> to_tree("oil prices")
         Term(text='oil prices')
+        >>> to_tree("children's books")
+        Term(text="children's books")
         >>> str(to_tree('"a" and not "b"'))
         '"a" AND NOT "b"'
     """
     if not isinstance(query, str):
         return query
-    if '"' not in query and "'" not in query:
+    head = query.lstrip()[:4].upper()
+    logical = '"' in query or head[:1] in ("'", "(") or head == "NOT " or head == "NOT("
+    if not logical:
         text = query.strip()
         if not text:
             raise QueryError("Empty query")
@@ -87,7 +97,10 @@ def server_has_iterative_scan(conn: Connection) -> bool:
 
 
 def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object]) -> list[Hit]:
-    """Run a compiled query in its own transaction with its ``SET LOCAL`` settings.
+    """Run a compiled query with its ``SET LOCAL`` settings.
+
+    Outside a transaction the query gets its own; inside the caller's transaction the previous
+    values of the settings are restored afterwards, so they never outlive the query.
 
     Example:
         >>> execute(conn, compiled, {"a": vec})  # doctest: +SKIP
@@ -95,9 +108,18 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
     """
     params = compiled.with_vectors(vectors)  # type: ignore[arg-type]
     with conn.transaction():
+        saved: dict[str, str | None] = {}
         for name, value in compiled.settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+            row = conn.execute(
+                "SELECT current_setting(%s, true), set_config(%s, %s, true)", (name, name, value)
+            ).fetchone()
+            saved[name] = None if row is None or row[0] in (None, "") else str(row[0])
         rows = conn.execute(compiled.statement, params).fetchall()
+        for name, old in saved.items():
+            if old is None:  # not set before (pgvector not loaded yet): back to the default
+                conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
+            else:
+                conn.execute("SELECT set_config(%s, %s, true)", (name, old))
     n = len(compiled.terms)
     return [
         Hit(
@@ -117,7 +139,7 @@ def search(
     corpus: Corpus,
     query: str | Node,
     *,
-    embedder: Embedder,
+    embedder: Embedder | Callable[[], Embedder],
     options: SearchOptions | None = None,
 ) -> SearchResult:
     """Search ``corpus`` with a logical query (or plain text) and return the ranked hits.
@@ -133,6 +155,8 @@ def search(
         tree, corpus, opts, server_has_iterative_scan=server_has_iterative_scan(conn)
     )
     t1 = time.perf_counter()
+    if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
+        embedder = embedder()
     matrix = embedder.embed(compiled.terms)
     vectors: dict[str, object] = dict(zip(compiled.terms, matrix, strict=True))
     t2 = time.perf_counter()

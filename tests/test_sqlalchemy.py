@@ -230,6 +230,9 @@ def test_hostile_terms_are_parameters(engine_url: str, minilm: Any) -> None:
     with Session(engine, expire_on_commit=False) as s, s.begin():
         rows = execute(s, stmt)
     with Session(engine) as s:
-        assert s.execute(text("SELECT count(*) FROM articles")).scalar_one() == sum(map(len, TOPICS.values())) + 40
+        assert (
+            s.execute(text("SELECT count(*) FROM articles")).scalar_one()
+            == sum(map(len, TOPICS.values())) + 40
+        )
     engine.dispose()
     assert len(rows) == 2
