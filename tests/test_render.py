@@ -1,0 +1,326 @@
+"""Rendering compiled queries for other clients: numbered placeholders, inline vectors, the CLI."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+import pglogic.render
+from pglogic.api import PgLogic
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.corpus import Corpus, get_corpus
+from pglogic.db import connect
+from pglogic.embed import get_query_embedder
+from pglogic.errors import InvalidInput, QueryError
+from pglogic.filters import parse_filter
+from pglogic.query import parse
+from pglogic.render import json_tree, render, search_json, vector_literal
+from pglogic.search import Hit, search
+from tests.conftest import TEMPLATE_DB, Server, run_cli
+
+SAMPLE = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
+QUERIES = [
+    '"a"',
+    '"a" AND NOT "b"',
+    '("a" OR "b") AND NOT ("c" OR "a")',
+    '"a" AND NOT NOT "b" OR "c" AND "a"',
+]
+
+
+def compiled_for(query: str, **kw: Any) -> CompiledQuery:
+    return compile_query(parse(query), SAMPLE, SearchOptions(**kw))
+
+
+# -- pure ------------------------------------------------------------------------------------------
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(pglogic.render)
+    assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("exact", [False, True])
+def test_numbered_placeholders_follow_first_appearance(query: str, exact: bool) -> None:
+    compiled = compiled_for(query, exact=exact, filters=(parse_filter("split=train"),))
+    r = render(compiled, "numbered")
+    assert "%(" not in r.text
+    original = compiled.as_string()
+    appearance = list(dict.fromkeys(re.findall(r"%\(([^)]+)\)s", original)))
+    assert list(r.names) == appearance
+    assert set(r.names) == set(compiled.params) | {f"v{i}" for i in range(len(compiled.terms))}
+    back = re.sub(r"\$(\d+)", lambda m: f"%({r.names[int(m.group(1)) - 1]})s", r.text)
+    assert back == original
+    assert r.settings == compiled.settings
+    assert r.vector_terms == {f"v{i}": t for i, t in enumerate(compiled.terms)}
+
+
+def test_psycopg_style_is_the_compiled_text() -> None:
+    compiled = compiled_for('"a" OR "b"')
+    r = render(compiled)
+    assert r.text == compiled.as_string()
+    assert r.names == ("v0", "depth", "v1", "k")
+
+
+def test_values_in_order_and_missing_vector() -> None:
+    compiled = compiled_for('"a" AND NOT "b"', k=7)
+    r = render(compiled, "numbered")
+    values = r.values({"a": np.full(384, 0.5), "b": np.zeros(384)})
+    assert [type(v).__name__ for v in values] == ["ndarray", "int", "ndarray", "int"]
+    assert values[1] == compiled.params["depth"] and values[3] == 7
+    assert values[0].dtype == np.float32
+    with pytest.raises(QueryError, match="No vector for term 'b'"):
+        r.values({"a": np.zeros(384)})
+    with pytest.raises(QueryError, match="No vector for term 'b'"):
+        render(compiled, vectors={"a": np.zeros(384)})
+
+
+def test_inline_writes_every_value() -> None:
+    compiled = compiled_for('"a" AND NOT "b"', k=7, filters=(parse_filter('{"x": "50%"}'),))
+    vectors = {"a": np.full(384, 0.25), "b": np.full(384, -1.5)}
+    r = render(compiled, "numbered", vectors)
+    assert r.names == () and r.params == {} and r.vector_terms == {}
+    assert r.values() == []
+    assert "'[" + ",".join(["0.25"] * 384) + "]'::vector(384)" in r.text
+    assert "'[" + ",".join(["-1.5"] * 384) + "]'::vector(384)" in r.text
+    assert "LIMIT 7" in r.text and f"LIMIT {compiled.params['depth']}" in r.text
+    assert """'{"x": "50%"}'::jsonb""" in r.text
+    assert "$" not in r.text and "%(" not in r.text
+
+
+def test_inline_vectors_only_keeps_other_placeholders_and_escapes_percent() -> None:
+    compiled = compiled_for('"a"', filters=(parse_filter('{"x": "50%"}'),))
+    r = render(compiled, "psycopg", {"a": np.ones(384)}, inline_params=False)
+    assert r.names == ("f0", "depth", "k")
+    assert "%(f0)s::jsonb" in r.text and "::vector(384)" in r.text
+    # literal values only: psycopg style escapes % when placeholders remain
+    r2 = render(compiled, "psycopg", inline_params=True)
+    assert r2.names == ("v0",)
+    assert """'{"x": "50%%"}'::jsonb""" in r2.text
+    r3 = render(compiled, "numbered", inline_params=True)
+    assert """'{"x": "50%"}'::jsonb""" in r3.text
+
+
+def test_param_prefix_is_kept() -> None:
+    compiled = compile_query(parse('"a" OR "b"'), SAMPLE, param_prefix="q_")
+    r = render(compiled, "numbered")
+    assert r.names == ("q_v0", "q_depth", "q_v1", "q_k")
+    assert r.vector_terms == {"q_v0": "a", "q_v1": "b"}
+
+
+def test_unknown_style() -> None:
+    with pytest.raises(InvalidInput, match="Unknown placeholder style 'qmark'"):
+        render(compiled_for('"a"'), "qmark")  # type: ignore[arg-type]
+
+
+def test_vector_literal_is_exact_for_float32() -> None:
+    vec = np.random.default_rng(7).normal(size=1000).astype(np.float32)
+    vec[:4] = [0.0, -0.0, 1e-30, 3.4e38]
+    text = vector_literal(vec)
+    parsed = np.array([np.float32(x) for x in text[1:-1].split(",")], dtype=np.float32)
+    np.testing.assert_array_equal(parsed, vec)
+    with pytest.raises(InvalidInput, match="NaN or infinite"):
+        vector_literal([1.0, float("nan")])
+
+
+def test_script_sets_local_settings() -> None:
+    r = render(compiled_for('"a"', k=3, depth=300, ef_search=50), vectors={"a": np.ones(384)})
+    lines = r.script().splitlines()
+    assert lines[:2] == [
+        "SET LOCAL hnsw.ef_search = '50';",
+        "SET LOCAL hnsw.iterative_scan = 'relaxed_order';",
+    ]
+    assert lines[-1].endswith("LIMIT 3;")
+
+
+def test_json_tree_and_search_json() -> None:
+    tree = parse('("a" OR "b") AND NOT "c"')
+    assert json_tree(tree) == {
+        "op": "and",
+        "args": [
+            {"op": "or", "args": [{"term": "a"}, {"term": "b"}]},
+            {"op": "not", "arg": {"term": "c"}},
+        ],
+    }
+    vec = np.array([0.1, 0.2], dtype=np.float32)
+    leaf = json_tree(parse('"a"'), {"a": vec})
+    assert np.array_equal(np.array(leaf["vector"], dtype=np.float32), vec)
+    q = search_json(tree, SearchOptions(k=3, operators="godel", exact=True))
+    assert {k: q[k] for k in ("operators", "k", "exact", "truth")} == {
+        "operators": "godel",
+        "k": 3,
+        "exact": True,
+        "truth": "clamp",
+    }
+    with pytest.raises(InvalidInput, match="no metadata filters"):
+        search_json(tree, SearchOptions(filters=(parse_filter("a=1"),)))
+
+
+# -- against the database --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]:
+    name = f"t_render_{uuid.uuid4().hex[:10]}"
+    janitor = pg_server.janitor(name, TEMPLATE_DB)
+    janitor.init()
+    try:
+        dsn = pg_server.dsn_for(name)
+        api = PgLogic(dsn)
+        api.create_corpus("news")
+        api.ingest("news", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=120)
+        api.build_index("news")
+        yield dsn
+    finally:
+        janitor.drop()
+
+
+def run(conn: psycopg.Connection[Any], settings: dict[str, str], cur: Any, *args: Any) -> list[Any]:
+    with conn.transaction():
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        cur.execute(*args)
+        rows: list[Any] = cur.fetchall()
+    return rows
+
+
+def assert_ranking(hits: list[Hit], rows: list[Any], tol: float = 1e-9) -> None:
+    assert [r[0] for r in rows] == [h.id for h in hits]
+    for h, r in zip(hits, rows, strict=True):
+        assert abs(r[4] - h.score) <= tol
+
+
+CASES = [
+    ('"oil prices" AND NOT "natural gas"', SearchOptions(k=8)),
+    ('("grain" OR "wheat") AND NOT "corn"', SearchOptions(k=5, operators="godel")),
+    ('"coffee" OR "cocoa"', SearchOptions(k=6, filters=(parse_filter("split=train"),))),
+    ('NOT "oil"', SearchOptions(k=4, exact=True, truth="affine")),
+]
+
+
+@pytest.mark.db
+@pytest.mark.model
+@pytest.mark.parametrize(("query", "opts"), CASES)
+def test_numbered_and_inline_run_like_the_python_path(
+    news_dsn: str, minilm: Any, query: str, opts: SearchOptions
+) -> None:
+    with connect(news_dsn) as conn:
+        corpus = get_corpus(conn, "news")
+        conn.commit()
+        result = search(conn, corpus, query, embedder=minilm, options=opts)
+        assert result.hits
+        compiled = result.compiled
+        vectors = dict(zip(compiled.terms, minilm.embed(compiled.terms), strict=True))
+
+        numbered = render(compiled, "numbered")
+        with psycopg.RawCursor(conn) as cur:
+            rows = run(conn, numbered.settings, cur, numbered.text, numbered.values(vectors))
+        assert_ranking(result.hits, rows)
+
+        # the same with vectors sent as text, as a client without pgvector types would
+        text_values = [
+            vector_literal(v) if isinstance(v, np.ndarray) else v for v in numbered.values(vectors)
+        ]
+        with psycopg.RawCursor(conn) as cur:
+            rows = run(conn, numbered.settings, cur, numbered.text, text_values)
+        assert_ranking(result.hits, rows)
+
+        inline = render(compiled, "numbered", vectors)
+        with conn.cursor() as cur:
+            rows = run(conn, inline.settings, cur, inline.text.encode())
+        assert_ranking(result.hits, rows)
+
+        mixed = render(compiled, "psycopg", vectors, inline_params=False)
+        with conn.cursor() as cur:
+            rows = run(conn, mixed.settings, cur, mixed.text.encode(), mixed.params)
+        assert_ranking(result.hits, rows)
+
+
+def _cli_statement(stdout: str) -> tuple[list[str], str, list[str]]:
+    lines = stdout.strip().splitlines()
+    settings = [ln for ln in lines if ln.startswith("SET LOCAL ")]
+    comments = [ln for ln in lines if ln.startswith("-- ")]
+    body = [ln for ln in lines if ln not in settings and ln not in comments]
+    return settings, "\n".join(body).rstrip(";"), comments
+
+
+@pytest.mark.db
+@pytest.mark.model
+def test_cli_inline_statement_runs_as_printed(news_dsn: str, minilm: Any) -> None:
+    query = '("grain" OR "wheat") AND NOT "corn"'
+    out = run_cli(
+        "--dsn", news_dsn, "compile", query, "--corpus", "news", "--vectors", "inline", "-k", "6"
+    )
+    assert out.returncode == 0, out.stderr
+    settings, statement, comments = _cli_statement(out.stdout)
+    assert comments == ["-- parameters: none"]
+    assert "::vector(384)" in statement and "$1" not in statement
+    with connect(news_dsn) as conn:
+        corpus = get_corpus(conn, "news")
+        conn.commit()
+        expected = search(conn, corpus, query, embedder=minilm, options=SearchOptions(k=6)).hits
+        with conn.transaction():
+            for line in settings:
+                conn.execute(line.encode())
+            rows = conn.execute(statement.encode()).fetchall()
+    # the CLI embedded the terms in another process: the same ranking, scores to float noise
+    assert_ranking(expected, rows, tol=1e-6)
+
+
+@pytest.mark.db
+@pytest.mark.model
+def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> None:
+    query = '"oil prices" AND NOT "natural gas"'
+    out = run_cli(
+        "--dsn", news_dsn, "compile", query, "--corpus", "news", "--style", "numbered", "-k", "5"
+    )
+    assert out.returncode == 0, out.stderr
+    settings, statement, comments = _cli_statement(out.stdout)
+    assert comments[0] == "-- parameters, in order:"
+    params = [re.fullmatch(r"-- \$(\d+) = (\w+): (.*)", c) for c in comments[1:]]
+    assert all(params)
+    assert [int(m.group(1)) for m in params if m] == [1, 2, 3, 4]
+    names = [m.group(2) for m in params if m]
+    assert names == ["v0", "depth", "v1", "k"]
+    terms = {"v0": "oil prices", "v1": "natural gas"}
+    embedder = get_query_embedder("all-MiniLM-L6-v2")
+    values = [
+        embedder.embed([terms[n]])[0] if n in terms else json.loads(m.group(3))
+        for n, m in zip(names, params, strict=True)
+        if m
+    ]
+    assert values[1] == 100 and values[3] == 5
+    with connect(news_dsn) as conn:
+        corpus = get_corpus(conn, "news")
+        conn.commit()
+        expected = search(conn, corpus, query, embedder=minilm, options=SearchOptions(k=5)).hits
+        with conn.transaction(), psycopg.RawCursor(conn) as cur:
+            for line in settings:
+                cur.execute(line.encode())
+            cur.execute(statement.encode(), values)
+            rows = cur.fetchall()
+    assert [r[0] for r in rows] == [h.id for h in expected]
+    for h, r in zip(expected, rows, strict=True):
+        assert abs(r[4] - h.score) <= 1e-6  # terms embedded one by one vs in one batch
+
+
+def test_cli_inline_needs_a_corpus() -> None:
+    out = run_cli("compile", '"a"', "--vectors", "inline")
+    assert out.returncode == 2
+    assert "--vectors inline needs --corpus" in out.stderr
+
+
+def test_cli_numbered_without_corpus() -> None:
+    out = run_cli("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
+    assert out.returncode == 0, out.stderr
+    assert "-- $1 = v0: \"<embedding of 'a'>\"" in out.stdout
+    assert "LIMIT $3;" in out.stdout
