@@ -654,3 +654,4 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 
 __all__ = ["cli", "default_home", "main"]
+from pglogic import cli_admin as _cli_admin  # noqa: E402,F401

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic.corpus import Corpus
 from pglogic.db import Connection
-from pglogic.embed import Embedder
+from pglogic.embed import Embedder, get_embedder
 from pglogic.errors import EmbeddingError, InvalidInput
 from pglogic.readers import FieldMap, Record, read_records
 
@@ -127,6 +127,77 @@ def _check_embedder(corpus: Corpus, embedder: Embedder | None) -> None:
         )
 
 
+def _other_embeddings(conn: Connection, corpus: Corpus) -> list[tuple[str, str, int]]:
+    """The corpus's embedding columns besides ``corpus.column`` (e.g. during a model switch)."""
+    rows = conn.execute(
+        "SELECT column_name, model, dim FROM pglogic.embeddings"
+        " WHERE corpus_id = %s AND column_name <> %s ORDER BY id",
+        (corpus.id, corpus.column),
+    )
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+
+def _fill_other_columns(
+    conn: Connection,
+    corpus: Corpus,
+    todo: list[tuple[Record, bytes, bytes, bool]],
+    existing: dict[str, tuple[bytes, bytes, bool]],
+    embedders: dict[str, Embedder | None],
+) -> None:
+    """Give the batch's rows vectors in every other embedding column of the corpus.
+
+    New rows, rows whose text changed and rows still NULL there are embedded with that column's
+    model. A model that cannot be loaded here leaves NULL (changed rows are reset to NULL, never
+    left stale); ``pglogic embedding backfill`` fills those, and a switch refuses until it has.
+    """
+    others = _other_embeddings(conn, corpus)
+    if not others:
+        return
+    changed = {
+        r.external_id
+        for r, th, _, _ in todo
+        if (old := existing.get(r.external_id)) is None or old[0] != th
+    }
+    ids = [r.external_id for r, _, _, _ in todo]
+    for column, model, dim in others:
+        col = sql.Identifier(column)
+        if model not in embedders:
+            try:
+                emb: Embedder | None = get_embedder(model)
+            except EmbeddingError:
+                emb = None
+            embedders[model] = emb if emb is not None and emb.dim == dim else None
+        emb = embedders[model]
+        if emb is None:
+            conn.execute(
+                sql.SQL("UPDATE {} SET {} = NULL WHERE external_id = ANY(%s)").format(
+                    corpus.table, col
+                ),
+                ([i for i in ids if i in changed],),
+            )
+            continue
+        missing = {
+            row[0]
+            for row in conn.execute(
+                sql.SQL(
+                    "SELECT external_id FROM {} WHERE external_id = ANY(%s) AND {} IS NULL"
+                ).format(corpus.table, col),
+                (ids,),
+            )
+        }
+        need = [r for r, _, _, _ in todo if r.external_id in changed or r.external_id in missing]
+        if not need:
+            continue
+        out = emb.embed([r.embed_text for r in need])
+        if out.shape != (len(need), dim) or not np.isfinite(out).all():
+            raise EmbeddingError(f"Model {emb.name!r} returned unusable vectors")
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("UPDATE {} SET {} = %s WHERE external_id = %s").format(corpus.table, col),
+                [(v, r.external_id) for r, v in zip(need, out, strict=True)],
+            )
+
+
 def ingest_records(
     conn: Connection,
     corpus: Corpus,
@@ -138,7 +209,9 @@ def ingest_records(
 ) -> IngestStats:
     """Load ``records`` into ``corpus`` batch by batch, committing after each batch.
 
-    ``on_batch(stats, n)`` is called after each commit with the batch size ``n``.
+    ``on_batch(stats, n)`` is called after each commit with the batch size ``n``. When the
+    corpus has more than one embedding column (a model switch in progress), the other columns
+    are filled too, by their own models (see :func:`_fill_other_columns`).
 
     Example:
         >>> ingest_records(conn, corpus, [Record("d1", "hello", None)], embedder=emb).inserted  # doctest: +SKIP
@@ -146,6 +219,7 @@ def ingest_records(
     """
     _check_embedder(corpus, embedder)
     stats = IngestStats()
+    other_embedders: dict[str, Embedder | None] = {}
     conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS pglogic_staging (external_id text, title text,"
         " text text, metadata jsonb, text_hash bytea, row_hash bytea, embedding vector)"
@@ -229,6 +303,11 @@ def ingest_records(
                         )
                     )
             results = conn.execute(upsert).fetchall()
+            t2 = time.perf_counter()
+            _fill_other_columns(conn, corpus, todo, existing, other_embedders)
+            fill_seconds = time.perf_counter() - t2
+            stats.embed_seconds += fill_seconds
+            t1 += fill_seconds  # counted as embedding, not as load
             conn.commit()  # one transaction per batch: what is committed survives a crash
         except BaseException:
             conn.rollback()
