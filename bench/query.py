@@ -1,0 +1,814 @@
+"""Query benchmark: latency and recall of compiled logical queries vs plain HNSW queries.
+
+    python bench/query.py [--rows 100000] [--queries 200] [--quick]
+
+Data (deterministic, ``--seed``): 100 random topic directions in 384-d, 10 cluster centres per
+topic (centre = topic + noise, so sibling centres have cosine ~0.5) = 1,000 centres; each document
+vector = its centre + noise, normalised (cosine ~0.78 to its centre). Document texts and metadata
+are Reuters-21578 stories cycled (``--text reuters``, so rows have a realistic width; ``short``
+gives tiny rows). Loaded with ``pglogic.ingest.ingest_records``; HNSW index via
+``pglogic.corpus.build_index`` (m=16, ef_construction=64).
+
+A query of n terms picks one topic and n distinct centres in it; each term vector = its centre +
+small noise (cosine ~0.96). Shapes: 1 term; AND-only, OR-only and with NOT, for 2, 3 and 5 terms
+(``"t1" AND "t2" AND NOT "t3"``...), and ``("t1" OR "t2") AND NOT "t3"``. Each query is compiled
+with ``compile_query(tree, corpus, SearchOptions(k=10))`` and run with
+``pglogic.search.execute`` (client wall time, its own transaction with its ``SET LOCAL``s).
+
+Per query we also time n single-term HNSW queries at the same depth and ``hnsw.ef_search``
+(``SELECT id FROM t ORDER BY embedding <=> v LIMIT depth``, each in its own transaction with
+``set_config(..., true)``) and report compiled / sum (goal <= 1.3), and recall@10 of the
+compiled query against ``exact=True`` evaluation of the same formula (goal >= 0.95).
+
+Diagnostics: EXPLAIN (ANALYZE, BUFFERS, VERBOSE) of compiled statements, the same statements with
+``sims AS MATERIALIZED`` (each similarity computed once), and the same data with the embedding
+column stored inline (``STORAGE MAIN``, no TOAST fetch per similarity).
+
+Results: ``bench/results/query.json`` and ``bench/results/query.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import (
+    DEFAULT_HOME,
+    REUTERS,
+    drop_database,
+    fresh_database,
+    machine,
+    machine_md,
+    md_table,
+    server_dsn,
+    summary_ms,
+    wait_idle,
+    write_results,
+)
+from psycopg import sql
+
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query, default_depth
+from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus
+from pglogic.db import Connection, connect
+from pglogic.ingest import ingest_records
+from pglogic.query import parse
+from pglogic.readers import Record
+from pglogic.search import execute, server_has_iterative_scan
+
+DIM = 384
+DB_NAME = "bench_query"
+GOAL_RATIO = 1.3
+GOAL_RECALL = 0.95
+K = 10
+_VECTOR_LITERAL = re.compile(r"'\[[^\]]*\]'::vector")
+
+#: shape name -> query text (terms are bound to vectors by name)
+SHAPES: dict[str, str] = {
+    "1 term": '"t1"',
+    "AND 2": '"t1" AND "t2"',
+    "AND 3": '"t1" AND "t2" AND "t3"',
+    "AND 5": '"t1" AND "t2" AND "t3" AND "t4" AND "t5"',
+    "OR 2": '"t1" OR "t2"',
+    "OR 3": '"t1" OR "t2" OR "t3"',
+    "OR 5": '"t1" OR "t2" OR "t3" OR "t4" OR "t5"',
+    "NOT 2": '"t1" AND NOT "t2"',
+    "NOT 3": '"t1" AND "t2" AND NOT "t3"',
+    "NOT 5": '"t1" AND "t2" AND "t3" AND NOT "t4" AND NOT "t5"',
+    "mixed 3": '("t1" OR "t2") AND NOT "t3"',
+}
+
+
+# ---------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class Dataset:
+    """Synthetic clustered unit vectors and the generator of query term vectors."""
+
+    topics: np.ndarray
+    centres: np.ndarray  # (n_topics * per_topic, DIM)
+    per_topic: int
+    vectors: np.ndarray  # (rows, DIM)
+    labels: np.ndarray  # centre of each row
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def make_dataset(rows: int, seed: int, n_topics: int = 100, per_topic: int = 10) -> Dataset:
+    """Topics -> centres -> points (see the module docstring); deterministic for ``seed``."""
+    rng = np.random.default_rng(seed)
+    topics = _normalise(rng.standard_normal((n_topics, DIM)))
+    centres = _normalise(
+        np.repeat(topics, per_topic, axis=0)
+        + 1.0 * rng.standard_normal((n_topics * per_topic, DIM)) / np.sqrt(DIM)
+    )
+    labels = rng.integers(0, len(centres), size=rows)
+    vectors = _normalise(centres[labels] + 0.8 * rng.standard_normal((rows, DIM)) / np.sqrt(DIM))
+    return Dataset(topics, centres, per_topic, vectors, labels)
+
+
+def make_queries(
+    data: Dataset, n_queries: int, n_terms: int, seed: int
+) -> list[dict[str, np.ndarray]]:
+    """``n_queries`` term-vector maps {"t1": v, ...}: n distinct centres of one random topic."""
+    rng = np.random.default_rng(seed)
+    out = []
+    n_topics = len(data.topics)
+    for _ in range(n_queries):
+        topic = int(rng.integers(n_topics))
+        picks = rng.choice(data.per_topic, size=n_terms, replace=False)
+        cs = data.centres[topic * data.per_topic + picks]
+        vs = _normalise(cs + 0.3 * rng.standard_normal(cs.shape) / np.sqrt(DIM))
+        out.append({f"t{i + 1}": vs[i] for i in range(n_terms)})
+    return out
+
+
+def load_corpus(
+    conn: Connection, name: str, data: Dataset, text: str, storage: str | None
+) -> tuple[Corpus, dict[str, Any]]:
+    """Create corpus ``name``, load ``data`` through the library's ingest path, build HNSW."""
+    corpus = create_corpus(conn, name, model="synthetic", dim=DIM)
+    if storage:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE {}").format(
+                corpus.table, corpus.embedding, sql.SQL(storage)
+            )
+        )
+        conn.commit()
+    docs: list[dict[str, Any]] = []
+    if text == "reuters":
+        with gzip.open(REUTERS, "rt", encoding="utf-8") as fh:
+            docs = [json.loads(line) for line in fh if line.strip()]
+
+    def records() -> Any:
+        for i, (vec, label) in enumerate(zip(data.vectors, data.labels, strict=True)):
+            if docs:
+                d = docs[i % len(docs)]
+                yield Record(f"doc{i}", d["text"], d.get("title") or None, {"c": int(label)}, vec)
+            else:
+                yield Record(f"doc{i}", f"document {i} of cluster {label}", None, {}, vec)
+
+    t0 = time.perf_counter()
+    stats = ingest_records(conn, corpus, records(), embedder=None, batch_size=1000)
+    load_s = time.perf_counter() - t0
+    build_s = build_index(conn, name, m=16, ef_construction=64)
+    info = corpus_info(conn, name)
+    toast = conn.execute(
+        "SELECT coalesce(pg_relation_size(reltoastrelid), 0) FROM pg_class"
+        " WHERE oid = to_regclass(%s)",
+        (f"pglogic.{corpus.table_name}",),
+    ).fetchone()
+    conn.rollback()
+    from pglogic.corpus import get_corpus
+
+    return get_corpus(conn, name), {
+        "rows": stats.inserted,
+        "load_s": round(load_s, 2),
+        "hnsw_build_s": round(build_s, 2),
+        "table_mib": round(info.table_bytes / 2**20, 1),
+        "toast_mib": round((toast[0] if toast else 0) / 2**20, 1),
+        "index_mib": round(info.index_bytes / 2**20, 1),
+        "storage": storage or "EXTERNAL (default)",
+    }
+
+
+# ------------------------------------------------------------------------------------- running
+
+Runner = Callable[[Connection, CompiledQuery, dict[str, np.ndarray]], list[int]]
+
+
+def run_library(
+    conn: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]
+) -> list[int]:
+    """The product path: ``pglogic.search.execute``."""
+    return [h.id for h in execute(conn, compiled, dict(vectors))]
+
+
+def rewrite_materialized(text: str) -> str:
+    """Prototype A: ``sims AS MATERIALIZED`` so each similarity is computed once, not twice."""
+    if "\nsims AS (" not in text:
+        raise RewriteError("no 'sims AS (' line in the compiled statement")
+    return text.replace("\nsims AS (", "\nsims AS MATERIALIZED (")
+
+
+class RewriteError(Exception):
+    """The compiled statement no longer has the shape a prototype rewrite expects."""
+
+
+def _q(name: str) -> str:
+    """Regex for an identifier that may or may not be double-quoted."""
+    return f'"?{name}"?'
+
+
+def rewrite_late(text: str) -> str:
+    """Prototype B: similarities only (once each) for all candidates, rank them, and fetch
+    external_id / title / metadata for the top k only::
+
+        sims AS MATERIALIZED (SELECT d.id, 1 - (d.embedding <=> v0) AS s0, ... FROM cand JOIN t d),
+        top AS (SELECT id, <score> AS score, s0, ... FROM sims ORDER BY score DESC, id LIMIT k)
+        SELECT top.id, d.external_id, d.title, d.metadata, top.score, top.s0, ...
+        FROM top JOIN t d ON d.id = top.id ORDER BY top.score DESC, top.id
+    """
+    lines = text.split("\n")
+    try:
+        i = next(n for n, line in enumerate(lines) if line.startswith("sims AS ("))
+    except StopIteration:
+        raise RewriteError("no 'sims AS (' line in the compiled statement") from None
+    d = _q("d")
+    extra = (
+        rf"({d}\.{_q('id')}), {d}\.{_q('external_id')}, {d}\.{_q('title')}, {d}\.{_q('metadata')}, "
+    )
+    sims, n_sub = re.subn(
+        r"^sims AS \(SELECT " + extra, r"sims AS MATERIALIZED (SELECT \1, ", lines[i]
+    )
+    table = re.search(rf" JOIN (.+?) {d} ON ", sims)
+    final = re.match(
+        rf"^SELECT {_q('id')}, {_q('external_id')}, {_q('title')}, {_q('metadata')}, (.*) FROM sims$",
+        lines[i + 1] if i + 1 < len(lines) else "",
+    )
+    order_ok = i + 2 < len(lines) and re.match(
+        rf"^ORDER BY score DESC, {_q('id')} LIMIT %\(k\)s$", lines[i + 2]
+    )
+    if not (n_sub and table and final and order_ok):
+        raise RewriteError("unexpected statement shape:\n" + "\n".join(lines[i : i + 3]))
+    cols = ", ".join(f"top.{c}" for c in re.findall(r' AS ("s\d+")', sims))
+    return "\n".join(
+        [
+            *lines[:i],
+            sims + ",",
+            f"top AS (SELECT id, {final.group(1)} FROM sims ORDER BY score DESC, id LIMIT %(k)s)",
+            f"SELECT top.id, d.external_id, d.title, d.metadata, top.score, {cols}",
+            f"FROM top JOIN {table.group(1)} d ON d.id = top.id ORDER BY top.score DESC, top.id",
+        ]
+    )
+
+
+def rewriting_runner(
+    rewrite: Callable[[str], str] | None, extra_settings: dict[str, str] | None = None
+) -> Runner:
+    """Run the compiled statement after a textual rewrite (and with extra ``SET LOCAL``s),
+    exactly as ``execute`` runs it."""
+    cache: dict[str, bytes] = {}
+    extra = extra_settings or {}
+
+    def run(c: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]) -> list[int]:
+        text = compiled.as_string(c)
+        stmt = cache.get(text)
+        if stmt is None:
+            stmt = cache[text] = (rewrite(text) if rewrite else text).encode()
+        params = compiled.with_vectors(vectors)
+        with c.transaction():
+            for name, value in (compiled.settings | extra).items():
+                c.execute("SELECT set_config(%s, %s, true)", (name, value))
+            rows = c.execute(stmt, params).fetchall()
+        return [int(r[0]) for r in rows]
+
+    return run
+
+
+VARIANTS: dict[str, Runner] = {
+    "library": run_library,
+    "materialized": rewriting_runner(rewrite_materialized),
+    "late": rewriting_runner(rewrite_late),
+    "no_seqscan": rewriting_runner(None, {"enable_seqscan": "off"}),
+}
+
+
+def plan_by_depth(conn: Connection, corpus: Corpus, vec: np.ndarray) -> list[dict[str, Any]]:
+    """Which plan the planner picks for one candidate CTE (``ORDER BY <=> LIMIT depth``) as
+    the depth grows: the HNSW index, or a sequential scan + sort (every vector detoasted)."""
+    out = []
+    stmt = sql.SQL(
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM {} ORDER BY {} <=> %s::vector({}) LIMIT %s"
+    ).format(corpus.table, corpus.embedding, sql.Literal(DIM))
+    for depth in (100, 174, 224, 316, 500, 1000):
+        with conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(depth),))
+            plan = conn.execute(stmt, (vec, depth)).fetchone()[0][0]  # type: ignore[index]
+        node = plan["Plan"]["Plans"][0]
+        scan = node["Node Type"]
+        if scan == "Sort":
+            scan = "Sort over " + node["Plans"][0]["Node Type"]
+        out.append({"depth": depth, "plan": scan, "ms": round(plan["Execution Time"], 2)})
+    return out
+
+
+def single_term(
+    conn: Connection, corpus: Corpus, vec: np.ndarray, depth: int, ef: int
+) -> tuple[float, list[int]]:
+    """One plain HNSW query in its own transaction; return (seconds, ids)."""
+    stmt = sql.SQL("SELECT id FROM {} ORDER BY {} <=> %s::vector({}) LIMIT %s").format(
+        corpus.table, corpus.embedding, sql.Literal(DIM)
+    )
+    t0 = time.perf_counter()
+    with conn.transaction():
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+        ids = [r[0] for r in conn.execute(stmt, (vec, depth))]
+    return time.perf_counter() - t0, ids
+
+
+def compile_shape(
+    conn: Connection, corpus: Corpus, shape: str, depth: int | None = None, exact: bool = False
+) -> CompiledQuery:
+    """The library's compiled statement for ``shape`` (k=10, default settings)."""
+    return compile_query(
+        parse(SHAPES[shape]),
+        corpus,
+        SearchOptions(k=K, depth=depth, exact=exact),
+        server_has_iterative_scan=server_has_iterative_scan(conn),
+    )
+
+
+def bench_shape(
+    conn: Connection,
+    corpus: Corpus,
+    shape: str,
+    queries: list[dict[str, np.ndarray]],
+    *,
+    warmup: int,
+    variants: dict[str, Runner],
+    depth: int | None = None,
+    baseline: bool = True,
+) -> dict[str, Any]:
+    """Latency of each variant of one shape and of its n-single-term baseline, interleaved per
+    query (so load drift on a shared machine hits all of them alike); top-k ids of each query."""
+    compiled = compile_shape(conn, corpus, shape, depth)
+    depth = int(compiled.params["depth"])
+    ef = int(compiled.settings["hnsw.ef_search"])
+    lat: dict[str, list[float]] = {v: [] for v in variants}
+    ids: dict[str, list[list[int]]] = {v: [] for v in variants}
+    base: list[float] = []
+    base_pos: list[float] = []
+    for i, vecs in enumerate(queries[:warmup] + queries):
+        times = {}
+        got = {}
+        for name, runner in variants.items():
+            t0 = time.perf_counter()
+            got[name] = runner(conn, compiled, vecs)
+            times[name] = time.perf_counter() - t0
+        b = bp = 0.0
+        if baseline:
+            for t in compiled.terms:
+                s, _ = single_term(conn, corpus, vecs[t], depth, ef)
+                b += s
+                if t in compiled.candidate_terms:
+                    bp += s
+        if i < warmup:
+            continue
+        for name in variants:
+            lat[name].append(times[name])
+            ids[name].append(got[name])
+        base.append(b)
+        base_pos.append(bp)
+    out: dict[str, Any] = {
+        "shape": shape,
+        "query": SHAPES[shape],
+        "terms": len(compiled.terms),
+        "candidate_terms": len(compiled.candidate_terms),
+        "depth": depth,
+        "ef_search": ef,
+        "settings": compiled.settings,
+        "queries": len(base),
+        "variants": {},
+        "ids": ids,
+    }
+    if baseline:
+        out["sum_single"] = summary_ms(base)
+        out["sum_single_positive"] = summary_ms(base_pos)
+    for name in variants:
+        v: dict[str, Any] = {"latency": summary_ms(lat[name])}
+        if baseline:
+            v["ratio_p50"] = round(v["latency"]["p50_ms"] / out["sum_single"]["p50_ms"], 3)
+            v["ratio_p95"] = round(v["latency"]["p95_ms"] / out["sum_single"]["p95_ms"], 3)
+            per_query = [a / b for a, b in zip(lat[name], base, strict=True)]
+            v["ratio_median_per_query"] = round(float(np.median(per_query)), 3)
+        if name != "library" and "library" in ids:
+            same = [a == b for a, b in zip(ids[name], ids["library"], strict=True)]
+            v["same_ids_as_library_pct"] = round(100 * float(np.mean(same)), 1)
+        out["variants"][name] = v
+    return out
+
+
+def exact_ids(
+    conn: Connection, corpus: Corpus, shape: str, queries: list[dict[str, np.ndarray]]
+) -> tuple[list[list[int]], list[float]]:
+    """Top-k ids of ``exact=True`` evaluation of each query, and the exact latencies."""
+    compiled = compile_shape(conn, corpus, shape, exact=True)
+    out, lat = [], []
+    for vecs in queries:
+        t0 = time.perf_counter()
+        out.append([h.id for h in execute(conn, compiled, dict(vecs))])
+        lat.append(time.perf_counter() - t0)
+    return out, lat
+
+
+def recall(approx: list[list[int]], truth: list[list[int]]) -> dict[str, float]:
+    """Mean / min recall@k and the share of queries below the goal."""
+    rs = [len(set(a) & set(t)) / max(1, len(t)) for a, t in zip(approx, truth, strict=False)]
+    return {
+        "recall_at_10": round(float(np.mean(rs)), 4),
+        "recall_min": round(float(np.min(rs)), 2),
+        "recall_below_goal_pct": round(100 * float(np.mean([r < GOAL_RECALL for r in rs])), 1),
+    }
+
+
+def plain_knn(
+    conn: Connection, corpus: Corpus, queries: list[dict[str, np.ndarray]]
+) -> dict[str, Any]:
+    """The plain single-term HNSW query (k=10, pgvector's default ef_search=40)."""
+    for q in queries[:20]:
+        single_term(conn, corpus, q["t1"], K, 40)
+    lat = [single_term(conn, corpus, q["t1"], K, 40)[0] for q in queries]
+    return {"k": K, "ef_search": 40, "queries": len(lat), "latency": summary_ms(lat)}
+
+
+def explain(
+    conn: Connection,
+    corpus: Corpus,
+    shape: str,
+    vecs: dict[str, np.ndarray],
+    rewrite: Callable[[str], str] | None = None,
+) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS, VERBOSE) of the compiled statement of ``shape`` (vector
+    literals elided)."""
+    compiled = compile_shape(conn, corpus, shape)
+    text = compiled.as_string(conn)
+    if rewrite is not None:
+        text = rewrite(text)
+    params = compiled.with_vectors(vecs)
+    with conn.transaction():
+        for name, value in compiled.settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        rows = conn.execute(
+            ("EXPLAIN (ANALYZE, BUFFERS, VERBOSE, SETTINGS) " + text).encode(),
+            params,
+        ).fetchall()
+    return _VECTOR_LITERAL.sub("'[...]'::vector", "\n".join(r[0] for r in rows))
+
+
+def warm(conn: Connection, corpus: Corpus) -> None:
+    """Read the table and its TOAST once so every variant starts warm."""
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("SELECT count(*), sum(vector_dims({})) FROM {}").format(
+                corpus.embedding, corpus.table
+            )
+        )
+
+
+def strip_ids(r: dict[str, Any]) -> dict[str, Any]:
+    """A shape result without the per-query id lists (kept out of the JSON)."""
+    return {k: v for k, v in r.items() if k != "ids"}
+
+
+# ---------------------------------------------------------------------------------------- main
+
+DIAG_SHAPES = ("1 term", "AND 2", "AND 3", "AND 5", "OR 5", "NOT 3", "NOT 5")
+SWEEP_SHAPES = ("AND 2", "AND 3", "AND 5", "NOT 2", "NOT 5", "mixed 3")
+SWEEP_FACTORS = (0.5, 0.75, 1.0, 1.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", type=int, default=100_000, help="documents (default 100k)")
+    ap.add_argument("--queries", type=int, default=200, help="queries per shape (default 200)")
+    ap.add_argument("--warmup", type=int, default=20, help="warm-up queries per shape")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--text", choices=("reuters", "short"), default="reuters")
+    ap.add_argument("--quick", action="store_true", help="small smoke run (10k rows, 30 queries)")
+    ap.add_argument("--no-diagnostics", action="store_true", help="skip the diagnostic runs")
+    ap.add_argument("--diag-queries", type=int, default=100, help="queries per diagnostic shape")
+    ap.add_argument("--idle-wait", type=float, default=300, help="max seconds to wait for idle CPU")
+    ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help="embedded server home")
+    ap.add_argument("--dsn", default=None, help="an existing server instead of the embedded one")
+    ap.add_argument("--keep", action="store_true", help=f"keep the database {DB_NAME}")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows = min(args.rows, 10_000)
+        args.queries = min(args.queries, 30)
+        args.warmup = min(args.warmup, 5)
+        args.diag_queries = min(args.diag_queries, 20)
+
+    dsn = server_dsn(args.home, args.dsn)
+    db_dsn = fresh_database(dsn, DB_NAME)
+    results: dict[str, Any] = {
+        "benchmark": "query",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": sys.argv[1:],
+        "args": vars(args) | {"home": str(args.home)},
+        "machine": machine(db_dsn),
+        "goals": {"ratio_max": GOAL_RATIO, "recall_min": GOAL_RECALL},
+        "default_depth": {n: default_depth(K, n) for n in (1, 2, 3, 5)},
+    }
+    data = make_dataset(args.rows, args.seed)
+    queries = {
+        shape: make_queries(
+            data, args.warmup + args.queries, len(shape_terms(shape)), args.seed + j
+        )
+        for j, shape in enumerate(SHAPES)
+    }
+    measured = {s: q[args.warmup :] for s, q in queries.items()}
+    with connect(db_dsn) as conn:
+        print("loading ...", flush=True)
+        corpus, results["corpus"] = load_corpus(conn, "synthetic", data, args.text, None)
+        print(f"  {results['corpus']}", flush=True)
+        results["idle_before_latency"] = wait_idle(args.idle_wait)
+        warm(conn, corpus)
+        results["plain_knn"] = plain_knn(conn, corpus, measured["1 term"])
+        print(f"  plain kNN {results['plain_knn']}", flush=True)
+        lib = {"library": run_library}
+        shapes = {}
+        for shape in SHAPES:
+            shapes[shape] = bench_shape(
+                conn, corpus, shape, measured[shape], warmup=args.warmup, variants=lib
+            )
+            print(f"  {shape}: {strip_ids(shapes[shape])['variants']}", flush=True)
+        results["idle_after_latency"] = wait_idle(0)
+        print("exact evaluation for recall ...", flush=True)
+        truth: dict[str, list[list[int]]] = {}
+        for shape, r in shapes.items():
+            truth[shape], exact_lat = exact_ids(conn, corpus, shape, measured[shape])
+            r["recall"] = recall(r["ids"]["library"], truth[shape])
+            r["exact_latency"] = summary_ms(exact_lat)
+            print(f"  {shape}: {r['recall']} exact {r['exact_latency']}", flush=True)
+        results["shapes"] = [strip_ids(r) for r in shapes.values()]
+
+        if not args.no_diagnostics:
+            results["diagnostics"] = diagnostics(conn, corpus, data, args, measured, truth)
+
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    jp, mp = write_results("query", results, render(results))
+    if not args.keep:
+        drop_database(dsn, DB_NAME)
+    print(f"wrote {jp} and {mp}")
+    return 0
+
+
+def diagnostics(
+    conn: Connection,
+    corpus: Corpus,
+    data: Dataset,
+    args: argparse.Namespace,
+    measured: dict[str, list[dict[str, np.ndarray]]],
+    truth: dict[str, list[list[int]]],
+) -> dict[str, Any]:
+    """Statement variants on both storages, a depth sweep, and EXPLAIN output."""
+    diag: dict[str, Any] = {}
+    nq = args.diag_queries
+    sample = {s: measured[s][0] for s in ("1 term", "AND 3", "NOT 5")}
+    diag["explain"] = {s: explain(conn, corpus, s, v) for s, v in sample.items()}
+    variants = dict(VARIANTS)
+    diag["skipped_variants"] = {}
+    text = compile_shape(conn, corpus, "NOT 5").as_string(conn)
+    for name, rewrite in (("materialized", rewrite_materialized), ("late", rewrite_late)):
+        try:
+            rewrite(text)
+        except RewriteError as exc:
+            print(f"  variant {name} skipped: {exc}", flush=True)
+            diag["skipped_variants"][name] = str(exc)
+            variants.pop(name)
+    if "late" in variants:
+        diag["explain_late"] = {
+            "NOT 5": explain(conn, corpus, "NOT 5", sample["NOT 5"], rewrite_late)
+        }
+
+    diag["plan_by_depth"] = plan_by_depth(conn, corpus, sample["1 term"]["t1"])
+    print(f"  plan by depth: {diag['plan_by_depth']}", flush=True)
+    print("diagnostic: depth sweep (recall vs latency) ...", flush=True)
+    diag["idle_before_sweep"] = wait_idle(args.idle_wait)
+    sweep = []
+    for shape in SWEEP_SHAPES:
+        default = int(compile_shape(conn, corpus, shape).params["depth"])
+        for f in SWEEP_FACTORS:
+            depth = max(K, round(default * f))
+            r = bench_shape(
+                conn,
+                corpus,
+                shape,
+                measured[shape][:nq],
+                warmup=5,
+                variants={"library": run_library},
+                depth=depth,
+                baseline=False,
+            )
+            row = {
+                "shape": shape,
+                "factor": f,
+                "depth": depth,
+                "ef_search": r["ef_search"],
+                "latency": r["variants"]["library"]["latency"],
+                **recall(r["ids"]["library"], truth[shape][:nq]),
+            }
+            print(f"  {row}", flush=True)
+            sweep.append(row)
+    diag["depth_sweep"] = sweep
+
+    print("diagnostic: statement variants, default storage ...", flush=True)
+    diag["idle_before_variants"] = wait_idle(args.idle_wait)
+    diag["variants_external"] = []
+    for shape in DIAG_SHAPES:
+        r = bench_shape(conn, corpus, shape, measured[shape][:nq], warmup=5, variants=variants)
+        print(f"  {shape}: {r['variants']}", flush=True)
+        diag["variants_external"].append(strip_ids(r))
+
+    print("diagnostic: STORAGE MAIN corpus ...", flush=True)
+    corpus_main, diag["corpus_main"] = load_corpus(conn, "synthetic_main", data, args.text, "MAIN")
+    print(f"  {diag['corpus_main']}", flush=True)
+    diag["idle_before_main"] = wait_idle(args.idle_wait)
+    warm(conn, corpus_main)
+    diag["variants_main"] = []
+    for shape in DIAG_SHAPES:
+        r = bench_shape(conn, corpus_main, shape, measured[shape][:nq], warmup=5, variants=variants)
+        print(f"  {shape}: {r['variants']}", flush=True)
+        diag["variants_main"].append(strip_ids(r))
+    diag["explain_main"] = {
+        "NOT 5": explain(
+            conn,
+            corpus_main,
+            "NOT 5",
+            sample["NOT 5"],
+            rewrite_late if "late" in variants else None,
+        )
+    }
+    return diag
+
+
+def shape_terms(shape: str) -> list[str]:
+    from pglogic.query import terms
+
+    return terms(parse(SHAPES[shape]))
+
+
+def render(r: dict[str, Any]) -> str:
+    """The Markdown report."""
+    c = r["corpus"]
+    goal_r = r["goals"]["ratio_max"]
+    goal_rec = r["goals"]["recall_min"]
+    pk = r["plain_knn"]
+    out = [
+        "# Query benchmark",
+        "",
+        f"Run {r['started']} with `python bench/query.py {' '.join(r['argv'])}`.",
+        "",
+        "## Machine",
+        "",
+        machine_md(r["machine"]),
+        f"- CPU busy before the latency runs (other processes; the machine is shared): "
+        f"{r['idle_before_latency']['cpu_busy_before']:.0%} "
+        f"(waited {r['idle_before_latency']['waited_s']} s); after: "
+        f"{r['idle_after_latency']['cpu_busy_before']:.0%}",
+        "",
+        "## Corpus",
+        "",
+        f"{c['rows']:,} synthetic clustered 384-d unit vectors (100 topics × 10 centres), "
+        f"Reuters texts as row payload ({r['args']['text']}); embedding storage {c['storage']}; "
+        f"load {c['load_s']} s, HNSW (m=16, ef_construction=64) build {c['hnsw_build_s']} s; "
+        f"table {c['table_mib']} MiB (of which TOAST {c['toast_mib']} MiB), "
+        f"index {c['index_mib']} MiB.",
+        "",
+        f"Plain single-term HNSW query (k={pk['k']}, ef_search={pk['ef_search']}): "
+        f"p50 {pk['latency']['p50_ms']} ms, p95 {pk['latency']['p95_ms']} ms.",
+        "",
+        f"## Logical queries (k=10, default depth / ef_search, {r['args']['queries']} queries per "
+        "shape after warm-up)",
+        "",
+        "`sum single` = n single-term HNSW queries (one per term, also the negated ones) at the "
+        "same depth and ef_search, each in its own transaction, timed right after the compiled "
+        f"query. ratio = compiled p50 / sum p50 (goal ≤ {goal_r}); `per-query` = median of the "
+        "per-query ratios (robust to load drift). Recall@10 against `exact=True` evaluation of "
+        f"the same formula (goal ≥ {goal_rec}).",
+        "",
+        md_table(
+            [
+                "shape",
+                "terms (cand.)",
+                "depth",
+                "p50 ms",
+                "p95 ms",
+                "sum single p50",
+                "sum single p95",
+                "ratio p50",
+                "ratio p95",
+                "per-query",
+                "≤ 1.3",
+                "recall@10",
+                "min",
+                "≥ 0.95",
+                "exact p50 ms",
+            ],
+            [
+                [
+                    x["shape"],
+                    f"{x['terms']} ({x['candidate_terms']})",
+                    x["depth"],
+                    x["variants"]["library"]["latency"]["p50_ms"],
+                    x["variants"]["library"]["latency"]["p95_ms"],
+                    x["sum_single"]["p50_ms"],
+                    x["sum_single"]["p95_ms"],
+                    x["variants"]["library"]["ratio_p50"],
+                    x["variants"]["library"]["ratio_p95"],
+                    x["variants"]["library"]["ratio_median_per_query"],
+                    "yes" if x["variants"]["library"]["ratio_p50"] <= goal_r else "no",
+                    x["recall"]["recall_at_10"],
+                    x["recall"]["recall_min"],
+                    "yes" if x["recall"]["recall_at_10"] >= goal_rec else "no",
+                    x["exact_latency"]["p50_ms"],
+                ]
+                for x in r["shapes"]
+            ],
+        ),
+        "",
+    ]
+    d = r.get("diagnostics")
+    if d:
+        cm = d["corpus_main"]
+        names = list(d["variants_external"][0]["variants"])
+
+        def cells(rows: list[dict[str, Any]], shape: str) -> list[str]:
+            x = next(y for y in rows if y["shape"] == shape)
+            return [
+                f"{v['latency']['p50_ms']} ({v['ratio_p50']} / {v['ratio_median_per_query']})"
+                for v in x["variants"].values()
+            ]
+
+        out += [
+            "## Diagnostics",
+            "",
+            f"### Statement variants × embedding storage ({r['args']['diag_queries']} queries per "
+            "shape)",
+            "",
+            "p50 ms (ratio p50 / median per-query ratio, each against the sum of single-term "
+            "queries on the same table). `library` = pglogic's statement; `materialized` = the "
+            "same with `sims AS MATERIALIZED` (each similarity computed once instead of twice); "
+            "`late` = similarities only for the candidates, top k ranked, then external_id / "
+            "title / metadata fetched for those k rows; `no_seqscan` = the library statement with "
+            "`SET LOCAL enable_seqscan = off`. `STORAGE MAIN` = the embedding column "
+            f"kept inline (TOAST {cm['toast_mib']} MiB instead of {c['toast_mib']} MiB; no TOAST "
+            "fetch per distance).",
+            "",
+            md_table(
+                [
+                    "shape",
+                    *names,
+                    *(f"MAIN: {n}" for n in names),
+                ],
+                [
+                    [s, *cells(d["variants_external"], s), *cells(d["variants_main"], s)]
+                    for s in DIAG_SHAPES
+                    if any(y["shape"] == s for y in d["variants_external"])
+                ],
+            ),
+            "",
+            "### Plan of one candidate CTE by depth (default storage)",
+            "",
+            md_table(
+                ["depth", "plan", "execution ms"],
+                [[x["depth"], x["plan"], x["ms"]] for x in d["plan_by_depth"]],
+            ),
+            "",
+            "### Depth sweep (library statement, default storage; recall vs exact)",
+            "",
+            md_table(
+                ["shape", "depth (× default)", "ef_search", "p50 ms", "recall@10", "min"],
+                [
+                    [
+                        x["shape"],
+                        f"{x['depth']} (×{x['factor']})",
+                        x["ef_search"],
+                        x["latency"]["p50_ms"],
+                        x["recall_at_10"],
+                        x["recall_min"],
+                    ]
+                    for x in d["depth_sweep"]
+                ],
+            ),
+            "",
+            "### EXPLAIN (ANALYZE, BUFFERS, VERBOSE) — NOT 5, library statement, default storage",
+            "",
+            "```",
+            d["explain"]["NOT 5"],
+            "```",
+            "",
+            "### EXPLAIN — NOT 5, `late` variant (if available), STORAGE MAIN",
+            "",
+            "```",
+            d["explain_main"]["NOT 5"],
+            "```",
+            "",
+        ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
