@@ -258,6 +258,11 @@ def add_embedding(
                 )
             )
             conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN").format(
+                    c.table, sql.Identifier(column)
+                )
+            )
+            conn.execute(
                 "INSERT INTO pglogic.embeddings (corpus_id, model, dim, distance, column_name,"
                 " is_active) VALUES (%s, %s, %s, 'cosine', %s, false)",
                 (c.id, model, dim, column),

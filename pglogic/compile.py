@@ -6,7 +6,8 @@ Statement shape (approximate mode)::
                              ORDER BY embedding <=> %(v0)s LIMIT %(depth)s),   -- one per
          c1 AS MATERIALIZED (...),                                             -- positive term
          cand AS (SELECT id FROM c0 UNION SELECT id FROM c1),
-         sims AS (SELECT d.id, ..., 1 - (d.embedding <=> %(v0)s) AS s0, ... FROM cand JOIN corpus d)
+         sims AS MATERIALIZED (SELECT d.id, ..., 1 - (d.embedding <=> %(v0)s) AS s0, ...
+                               FROM cand JOIN corpus d)   -- each distance computed once
     SELECT id, external_id, title, <fuzzy expression over s0..sn> AS score, s0, ..., sn
     FROM sims ORDER BY score DESC, id LIMIT %(k)s
 
@@ -281,7 +282,7 @@ def compile_query(
     statement = sql.SQL(
         "WITH {ctes},\n"
         "cand AS ({union}),\n"
-        "sims AS (SELECT {inner}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
+        "sims AS MATERIALIZED (SELECT {inner}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
         "{final}"
     ).format(
         ctes=sql.SQL(",\n").join(ctes),

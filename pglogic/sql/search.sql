@@ -560,7 +560,7 @@ BEGIN
         unions := unions || format('SELECT id FROM %I', 'c' || (j - 1));
     END LOOP;
     statement := format(
-        E'WITH %s,\ncand AS (%s),\nsims AS (SELECT d.id, d.external_id, d.title, d.metadata, %s '
+        E'WITH %s,\ncand AS (%s),\nsims AS MATERIALIZED (SELECT d.id, d.external_id, d.title, d.metadata, %s '
         'FROM cand JOIN %s d ON d.id = cand.id)' || E'\n' || '%s',
         array_to_string(ctes, E',\n'), array_to_string(unions, ' UNION '),
         array_to_string(sims, ', '), tbl, final);
