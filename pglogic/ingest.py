@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -198,6 +199,28 @@ def _fill_other_columns(
             )
 
 
+def _copy_rows(
+    conn: Connection,
+    statement: sql.Composed,
+    todo: list[tuple[Record, bytes, bytes, bool]],
+    vectors: dict[str, np.ndarray],
+) -> None:
+    with conn.cursor() as cur, cur.copy(statement) as copy:
+        copy.set_types(list(_TYPES))
+        for r, th, rh, _ in todo:
+            copy.write_row(
+                (
+                    r.external_id,
+                    r.title,
+                    r.text,
+                    Jsonb(r.metadata),
+                    th,
+                    rh,
+                    vectors.get(r.external_id),
+                )
+            )
+
+
 def ingest_records(
     conn: Connection,
     corpus: Corpus,
@@ -243,6 +266,9 @@ def ingest_records(
     copy_stmt = sql.SQL("COPY pglogic_staging ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
     )
+    direct_copy = sql.SQL("COPY {} ({}, {}) FROM STDIN (FORMAT BINARY)").format(
+        corpus.table, sql.SQL(", ").join(map(sql.Identifier, _COLUMNS[:-1])), corpus.embedding
+    )
 
     for batch in _batches(records, batch_size):
         stats.seen += len(batch)
@@ -287,22 +313,18 @@ def ingest_records(
         stats.embed_seconds += t1 - t0
 
         try:
-            conn.execute("TRUNCATE pglogic_staging")
-            with conn.cursor() as cur, cur.copy(copy_stmt) as copy:
-                copy.set_types(list(_TYPES))
-                for r, th, rh, _ in todo:
-                    copy.write_row(
-                        (
-                            r.external_id,
-                            r.title,
-                            r.text,
-                            Jsonb(r.metadata),
-                            th,
-                            rh,
-                            vectors.get(r.external_id),
-                        )
-                    )
-            results = conn.execute(upsert).fetchall()
+            results = None
+            if not existing:  # only new ids: COPY straight into the corpus table
+                try:
+                    with conn.transaction():  # a savepoint: a concurrent insert falls back below
+                        _copy_rows(conn, direct_copy, todo, vectors)
+                    results = [(True,)] * len(todo)
+                except psycopg.errors.UniqueViolation:
+                    results = None
+            if results is None:
+                conn.execute("TRUNCATE pglogic_staging")
+                _copy_rows(conn, copy_stmt, todo, vectors)
+                results = conn.execute(upsert).fetchall()
             t2 = time.perf_counter()
             _fill_other_columns(conn, corpus, todo, existing, other_embedders)
             fill_seconds = time.perf_counter() - t2
