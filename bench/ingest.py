@@ -12,8 +12,8 @@ Sections (each measured on its own):
   batch) of ``--rows`` records with precomputed random 384-d unit vectors (``embedder=None``),
   Reuters texts and metadata cycled with unique ids, per batch size; then the same records again
   (all unchanged: must be skipped). Goal: >= 20,000 rows/s.
-- **diagnosis**: cProfile of the library path, the library path with ``STORAGE MAIN`` for the
-  embedding column, and the prototype in ``bench/fastload.py``.
+- **diagnosis**: cProfile of the library path, table-layout experiments (pgvector's default
+  ``STORAGE EXTERNAL``, ``toast_tuple_target``) and the prototype in ``bench/fastload.py``.
 - **hnsw**: ``pglogic.corpus.build_index`` (m=16, ef_construction=64) on the loaded corpus.
 
 Results: ``bench/results/ingest.json`` and ``bench/results/ingest.md``.
@@ -50,12 +50,20 @@ from benchlib import (
 from fastload import Phases, fast_ingest_records
 from psycopg import sql
 
-from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus, drop_corpus
+from pglogic.corpus import (
+    Corpus,
+    build_index,
+    corpus_info,
+    create_corpus,
+    drop_corpus,
+    get_corpus,
+)
 from pglogic.db import connect
 from pglogic.ingest import ingest_path, ingest_records
 from pglogic.readers import Record
 
 GOAL_ROWS_PER_S = 20_000
+TOAST_TARGET = 8160
 MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 DB_NAME = "bench_ingest"
@@ -88,8 +96,11 @@ def make_records(
     return out
 
 
-def new_corpus(conn: Any, name: str, storage: str | None = None) -> Corpus:
-    """A fresh corpus; ``storage`` (e.g. MAIN) sets the embedding column's TOAST strategy."""
+def new_corpus(
+    conn: Any, name: str, storage: str | None = None, toast_target: int | None = None
+) -> Corpus:
+    """A fresh corpus made by ``create_corpus``; optionally change the embedding column's TOAST
+    strategy (``storage``) or the table's ``toast_tuple_target`` (a bench-side experiment)."""
     corpus = create_corpus(conn, name, model=MODEL, dim=DIM)
     if storage:
         conn.execute(
@@ -97,8 +108,29 @@ def new_corpus(conn: Any, name: str, storage: str | None = None) -> Corpus:
                 corpus.table, corpus.embedding, sql.SQL(storage)
             )
         )
-        conn.commit()
+    if toast_target:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} SET (toast_tuple_target = {})").format(
+                corpus.table, sql.Literal(toast_target)
+            )
+        )
+    conn.commit()
     return corpus
+
+
+_STORAGE = {"p": "PLAIN", "m": "MAIN", "e": "EXTERNAL", "x": "EXTENDED"}
+
+
+def table_options(conn: Any, corpus: Corpus) -> str:
+    """The embedding column's storage and the table's reloptions, read from the catalog."""
+    row = conn.execute(
+        "SELECT a.attstorage, c.reloptions FROM pg_attribute a JOIN pg_class c ON c.oid ="
+        " a.attrelid WHERE a.attrelid = to_regclass(%s) AND a.attname = %s",
+        (f"pglogic.{corpus.table_name}", corpus.column),
+    ).fetchone()
+    conn.rollback()
+    opts = f"embedding {_STORAGE.get(str(row[0]), row[0])}"
+    return opts + (f", {', '.join(row[1])}" if row[1] else "")
 
 
 def table_sizes(conn: Any, corpus: Corpus) -> dict[str, Any]:
@@ -210,19 +242,24 @@ def _run_load(
     batch_size: int,
     *,
     prototype: bool = False,
+    pipeline: bool = False,
 ) -> dict[str, Any]:
     """Load ``records`` into an empty corpus, then load them again (unchanged)."""
     gc.collect()
     phases = Phases()
     with timer() as t:
         if prototype:
-            stats = fast_ingest_records(conn, corpus, records, batch_size=batch_size, phases=phases)
+            stats = fast_ingest_records(
+                conn, corpus, records, batch_size=batch_size, phases=phases, pipeline=pipeline
+            )
         else:
             stats = ingest_records(conn, corpus, records, embedder=None, batch_size=batch_size)
     assert stats.inserted == len(records), stats
     with timer() as t2:
         if prototype:
-            again = fast_ingest_records(conn, corpus, records, batch_size=batch_size)
+            again = fast_ingest_records(
+                conn, corpus, records, batch_size=batch_size, pipeline=pipeline
+            )
         else:
             again = ingest_records(conn, corpus, records, embedder=None, batch_size=batch_size)
     assert again.unchanged == len(records) and again.changed == 0, again
@@ -236,11 +273,64 @@ def _run_load(
         "reingest_seconds": round(t2[0], 3),
         "reingest_rows_per_s": round(len(records) / t2[0]),
         "reingest_skipped": again.unchanged,
+        "table_options": table_options(conn, corpus),
         **table_sizes(conn, corpus),
     }
     if prototype:
         out["phases_s"] = {k: round(v, 3) for k, v in vars(phases).items() if isinstance(v, float)}
         out["fallbacks"] = phases.fallbacks
+    return out
+
+
+def fingerprint(conn: Any, corpus: Corpus) -> str:
+    """md5 over every row's stored content (ids, texts, metadata, hashes, vectors)."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT md5(string_agg(concat_ws('|', external_id, title, text, metadata::text,"
+            " encode(text_hash, 'hex'), encode(row_hash, 'hex'), {col}::text), ',' ORDER BY"
+            " external_id)) FROM {table}"
+        ).format(col=corpus.embedding, table=corpus.table)
+    ).fetchone()
+    conn.rollback()
+    return str(row[0])
+
+
+def mutate(records: list[Record]) -> list[Record]:
+    """Every 10th record with new metadata, every 10th (offset 5) with a new text and vector."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i, r in enumerate(records):
+        if i % 10 == 0:
+            r = Record(r.external_id, r.text, r.title, r.metadata | {"edited": i}, r.vector)
+        elif i % 10 == 5:
+            v = rng.standard_normal(DIM).astype(np.float32)
+            r = Record(
+                r.external_id, r.text + " (revised)", r.title, r.metadata, v / np.linalg.norm(v)
+            )
+        out.append(r)
+    return out
+
+
+def check_equivalence(conn: Any, records: list[Record]) -> dict[str, Any]:
+    """Load, then load a mutated copy, with the library and with the prototype (pipelined);
+    compare the counts and the stored rows."""
+    changed = mutate(records)
+    out: dict[str, Any] = {"rows": len(records)}
+    prints = {}
+    for name in ("library", "prototype"):
+        corpus = new_corpus(conn, f"equiv_{name}")
+        counts = []
+        for recs in (records, changed):
+            if name == "library":
+                st = ingest_records(conn, corpus, recs, embedder=None, batch_size=1000)
+            else:
+                st = fast_ingest_records(conn, corpus, recs, batch_size=1000, pipeline=True)
+            counts.append([st.inserted, st.updated, st.unchanged])
+        out[f"{name}_counts"] = counts
+        prints[name] = fingerprint(conn, corpus)
+        drop_corpus(conn, corpus.name)
+    out["same_counts"] = out["library_counts"] == out["prototype_counts"]
+    out["same_rows"] = prints["library"] == prints["prototype"]
     return out
 
 
@@ -335,10 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     loads: list[dict[str, Any]] = []
     idle["load"] = wait_idle(args.idle_wait)
     with connect(db_dsn) as conn:
-        # 1. the library path, per batch size
+        # 1. the library path, per batch size (tables as create_corpus makes them)
         for bs in batch_sizes:
             corpus = new_corpus(conn, f"lib_bs{bs}")
-            run = {"variant": "library", "storage": "EXTERNAL (default)", "vector_input": "ndarray"}
+            run = {"variant": "library", "vector_input": "ndarray"}
             run |= _run_load(conn, corpus, records, bs)
             print(f"  load {run}", flush=True)
             loads.append(run)
@@ -348,36 +438,48 @@ def main(argv: list[str] | None = None) -> int:
         n_tuple = min(args.rows, 30_000)
         tuple_records = make_records(docs, vectors[:n_tuple], as_tuple=True)
         corpus = new_corpus(conn, "lib_tuple")
-        run = {"variant": "library", "storage": "EXTERNAL (default)", "vector_input": "tuple"}
+        run = {"variant": "library", "vector_input": "tuple"}
         run |= _run_load(conn, corpus, tuple_records, main_bs)
         print(f"  load {run}", flush=True)
         loads.append(run)
         drop_corpus(conn, corpus.name)
         del tuple_records
-        # 3. the library path with the embedding column kept inline (STORAGE MAIN)
-        corpus = new_corpus(conn, "lib_main", storage="MAIN")
-        run = {"variant": "library", "storage": "MAIN", "vector_input": "ndarray"}
-        run |= _run_load(conn, corpus, records, main_bs)
-        print(f"  load {run}", flush=True)
-        loads.append(run)
-        drop_corpus(conn, corpus.name)
-        # 4. the prototype (bench/fastload.py), default storage and STORAGE MAIN
-        corpus = new_corpus(conn, "proto_external")
-        run = {"variant": "prototype", "storage": "EXTERNAL (default)", "vector_input": "ndarray"}
-        run |= _run_load(conn, corpus, records, main_bs, prototype=True)
-        print(f"  load {run}", flush=True)
-        loads.append(run)
-        drop_corpus(conn, corpus.name)
-        for bs in batch_sizes:
-            corpus = new_corpus(conn, f"proto_main_bs{bs}", storage="MAIN")
-            run = {"variant": "prototype", "storage": "MAIN", "vector_input": "ndarray"}
-            run |= _run_load(conn, corpus, records, bs, prototype=True)
+        # 3. table layout experiments on the library path: pgvector's default EXTERNAL storage
+        #    (vectors TOASTed), and rows kept whole in the heap (toast_tuple_target: no pglz
+        #    compression of the text, no TOAST insert)
+        for label, storage, target in (
+            ("library, EXTERNAL", "EXTERNAL", None),
+            ("library, toast_tuple_target", None, TOAST_TARGET),
+        ):
+            corpus = new_corpus(conn, f"lib_{storage or target}", storage, target)
+            run = {"variant": label, "vector_input": "ndarray"}
+            run |= _run_load(conn, corpus, records, main_bs)
             print(f"  load {run}", flush=True)
             loads.append(run)
-            if bs != main_bs:
-                drop_corpus(conn, corpus.name)
+            drop_corpus(conn, corpus.name)
+        # 4. the prototype (bench/fastload.py), as create_corpus makes the table and with
+        #    toast_tuple_target; once with the next batch prepared in a thread
+        for target in (None, TOAST_TARGET):
+            for bs in batch_sizes:
+                corpus = new_corpus(conn, f"proto_{target}_bs{bs}", None, target)
+                label = "prototype" + (", toast_tuple_target" if target else "")
+                run = {"variant": label, "vector_input": "ndarray"}
+                run |= _run_load(conn, corpus, records, bs, prototype=True)
+                print(f"  load {run}", flush=True)
+                loads.append(run)
+                if bs != main_bs or target:
+                    drop_corpus(conn, corpus.name)
+        corpus = new_corpus(conn, "proto_pipe", None, TOAST_TARGET)
+        run = {"variant": "prototype, toast_tuple_target, pipeline", "vector_input": "ndarray"}
+        run |= _run_load(conn, corpus, records, main_bs, prototype=True, pipeline=True)
+        print(f"  load {run}", flush=True)
+        loads.append(run)
+        drop_corpus(conn, corpus.name)
+        # 5. the prototype leaves the same rows as the library, also for changed records
+        results["equivalence"] = check_equivalence(conn, records[: min(len(records), 5000)])
+        print(f"  equivalence {results['equivalence']}", flush=True)
         results["load"] = loads
-        # 5. where the library's time goes
+        # 6. where the library's time goes
         print("profiling the library path ...", flush=True)
         n_prof = min(args.rows, 20_000)
         results["profile"] = profile_library(conn, records[:n_prof], main_bs)
@@ -385,18 +487,16 @@ def main(argv: list[str] | None = None) -> int:
         del records
         gc.collect()
 
-        # 6. HNSW build on the 100k corpora (default storage, and STORAGE MAIN)
+        # 7. HNSW build on the 100k corpora (library, prototype-loaded)
         hnsw = []
         idle["hnsw"] = wait_idle(args.idle_wait)
-        for name, storage in (
-            (f"lib_bs{main_bs}", "EXTERNAL (default)"),
-            (f"proto_main_bs{main_bs}", "MAIN"),
-        ):
+        for name in (f"lib_bs{main_bs}", f"proto_None_bs{main_bs}"):
             secs = build_index(conn, name, m=16, ef_construction=64)
             info = corpus_info(conn, name)
             run = {
+                "corpus": name,
                 "corpus_rows": info.documents,
-                "storage": storage,
+                "table_options": table_options(conn, get_corpus(conn, name)),
                 "m": 16,
                 "ef_construction": 64,
                 "seconds": round(secs, 2),
@@ -475,7 +575,7 @@ def render(r: dict[str, Any]) -> str:
         md_table(
             [
                 "variant",
-                "embedding storage",
+                "table",
                 "vector input",
                 "rows",
                 "batch",
@@ -489,7 +589,7 @@ def render(r: dict[str, Any]) -> str:
             [
                 [
                     x["variant"],
-                    x["storage"],
+                    x["table_options"],
                     x["vector_input"],
                     x["rows"],
                     x["batch_size"],
@@ -505,6 +605,15 @@ def render(r: dict[str, Any]) -> str:
         ),
         "",
     ]
+    if "equivalence" in r:
+        e = r["equivalence"]
+        out += [
+            f"Equivalence check ({e['rows']} rows loaded, then again with 10% metadata edits and "
+            f"10% new texts/vectors): [inserted, updated, unchanged] library "
+            f"{e['library_counts']}, prototype {e['prototype_counts']}; same counts: "
+            f"{e['same_counts']}; identical stored rows: {e['same_rows']}.",
+            "",
+        ]
     p = r["profile"]
     out += [
         f"### Profile of the library path ({p['rows']} rows, batch {p['batch_size']}, cProfile)",
@@ -518,14 +627,14 @@ def render(r: dict[str, Any]) -> str:
         ),
         "",
     ]
-    protos = [x for x in r["load"] if x["variant"] == "prototype" and "phases_s" in x]
+    protos = [x for x in r["load"] if x["variant"].startswith("prototype") and "phases_s" in x]
     if protos:
         out += [
             "### Prototype phases (seconds)",
             "",
             md_table(
-                ["storage", "batch", *protos[0]["phases_s"].keys()],
-                [[x["storage"], x["batch_size"], *x["phases_s"].values()] for x in protos],
+                ["variant", "batch", *protos[0]["phases_s"].keys()],
+                [[x["variant"], x["batch_size"], *x["phases_s"].values()] for x in protos],
             ),
             "",
         ]
@@ -533,9 +642,16 @@ def render(r: dict[str, Any]) -> str:
         "## HNSW build (m=16, ef_construction=64, maintenance_work_mem=1GB)",
         "",
         md_table(
-            ["rows", "embedding storage", "seconds", "vectors/s", "index MiB"],
+            ["corpus", "rows", "table", "seconds", "vectors/s", "index MiB"],
             [
-                [x["corpus_rows"], x["storage"], x["seconds"], x["vectors_per_s"], x["index_mib"]]
+                [
+                    x["corpus"],
+                    x["corpus_rows"],
+                    x["table_options"],
+                    x["seconds"],
+                    x["vectors_per_s"],
+                    x["index_mib"],
+                ]
                 for x in r["hnsw"]
             ],
         ),

@@ -22,7 +22,7 @@ compiled query against ``exact=True`` evaluation of the same formula (goal >= 0.
 
 Diagnostics: EXPLAIN (ANALYZE, BUFFERS, VERBOSE) of compiled statements, the same statements with
 ``sims AS MATERIALIZED`` (each similarity computed once), and the same data with the embedding
-column stored inline (``STORAGE MAIN``, no TOAST fetch per similarity).
+column stored the other way (``STORAGE MAIN`` vs pgvector's default ``EXTERNAL``).
 
 Results: ``bench/results/query.json`` and ``bench/results/query.md``.
 """
@@ -60,7 +60,8 @@ from pglogic.compile import CompiledQuery, SearchOptions, compile_query, default
 from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus
 from pglogic.db import Connection, connect
 from pglogic.ingest import ingest_records
-from pglogic.query import parse
+from pglogic.operators import to_sql
+from pglogic.query import Node, parse
 from pglogic.readers import Record
 from pglogic.search import execute, server_has_iterative_scan
 
@@ -179,24 +180,40 @@ def load_corpus(
         "table_mib": round(info.table_bytes / 2**20, 1),
         "toast_mib": round((toast[0] if toast else 0) / 2**20, 1),
         "index_mib": round(info.index_bytes / 2**20, 1),
-        "storage": storage or "EXTERNAL (default)",
+        "storage": column_storage(conn, corpus),
     }
+
+
+_STORAGE = {"p": "PLAIN", "m": "MAIN", "e": "EXTERNAL", "x": "EXTENDED"}
+
+
+def column_storage(conn: Connection, corpus: Corpus) -> str:
+    """The embedding column's TOAST strategy, read from the catalog."""
+    row = conn.execute(
+        "SELECT attstorage FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s",
+        (f"pglogic.{corpus.table_name}", corpus.column),
+    ).fetchone()
+    conn.rollback()
+    return _STORAGE.get(str(row[0]), str(row[0])) if row else "?"
 
 
 # ------------------------------------------------------------------------------------- running
 
-Runner = Callable[[Connection, CompiledQuery, dict[str, np.ndarray]], list[int]]
+#: A prepared way to run one shape: query vectors -> top-k ids.
+Run = Callable[[dict[str, np.ndarray]], list[int]]
+#: Prepares a :data:`Run` for (connection, corpus, shape's tree, the library's compiled query).
+Variant = Callable[[Connection, Corpus, Node, CompiledQuery], Run]
 
 
-def run_library(
-    conn: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]
-) -> list[int]:
-    """The product path: ``pglogic.search.execute``."""
-    return [h.id for h in execute(conn, compiled, dict(vectors))]
+def library_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
+    """The product path: ``pglogic.search.execute`` of the library's statement."""
+    return lambda vecs: [h.id for h in execute(conn, compiled, dict(vecs))]
 
 
 def rewrite_materialized(text: str) -> str:
     """Prototype A: ``sims AS MATERIALIZED`` so each similarity is computed once, not twice."""
+    if "\nsims AS MATERIALIZED (" in text:
+        raise RewriteError("the library statement already has 'sims AS MATERIALIZED'")
     if "\nsims AS (" not in text:
         raise RewriteError("no 'sims AS (' line in the compiled statement")
     return text.replace("\nsims AS (", "\nsims AS MATERIALIZED (")
@@ -222,7 +239,7 @@ def rewrite_late(text: str) -> str:
     """
     lines = text.split("\n")
     try:
-        i = next(n for n, line in enumerate(lines) if line.startswith("sims AS ("))
+        i = next(n for n, line in enumerate(lines) if re.match(r"sims AS (MATERIALIZED )?\(", line))
     except StopIteration:
         raise RewriteError("no 'sims AS (' line in the compiled statement") from None
     d = _q("d")
@@ -230,7 +247,9 @@ def rewrite_late(text: str) -> str:
         rf"({d}\.{_q('id')}), {d}\.{_q('external_id')}, {d}\.{_q('title')}, {d}\.{_q('metadata')}, "
     )
     sims, n_sub = re.subn(
-        r"^sims AS \(SELECT " + extra, r"sims AS MATERIALIZED (SELECT \1, ", lines[i]
+        r"^sims AS (?:MATERIALIZED )?\(SELECT " + extra,
+        r"sims AS MATERIALIZED (SELECT \1, ",
+        lines[i],
     )
     table = re.search(rf" JOIN (.+?) {d} ON ", sims)
     final = re.match(
@@ -254,34 +273,101 @@ def rewrite_late(text: str) -> str:
     )
 
 
-def rewriting_runner(
-    rewrite: Callable[[str], str] | None, extra_settings: dict[str, str] | None = None
-) -> Runner:
-    """Run the compiled statement after a textual rewrite (and with extra ``SET LOCAL``s),
-    exactly as ``execute`` runs it."""
-    cache: dict[str, bytes] = {}
-    extra = extra_settings or {}
+def rewrite_variant(rewrite: Callable[[str], str]) -> Variant:
+    """The library's statement after a textual rewrite, run exactly as ``execute`` runs it."""
 
-    def run(c: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]) -> list[int]:
-        text = compiled.as_string(c)
-        stmt = cache.get(text)
-        if stmt is None:
-            stmt = cache[text] = (rewrite(text) if rewrite else text).encode()
-        params = compiled.with_vectors(vectors)
-        with c.transaction():
-            for name, value in (compiled.settings | extra).items():
-                c.execute("SELECT set_config(%s, %s, true)", (name, value))
-            rows = c.execute(stmt, params).fetchall()
-        return [int(r[0]) for r in rows]
+    def prepare(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
+        stmt = rewrite(compiled.as_string(conn)).encode()
 
-    return run
+        def run(vecs: dict[str, np.ndarray]) -> list[int]:
+            params = compiled.with_vectors(vecs)
+            with conn.transaction():
+                for name, value in compiled.settings.items():
+                    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                return [int(r[0]) for r in conn.execute(stmt, params).fetchall()]
+
+        return run
+
+    return prepare
 
 
-VARIANTS: dict[str, Runner] = {
-    "library": run_library,
-    "materialized": rewriting_runner(rewrite_materialized),
-    "late": rewriting_runner(rewrite_late),
-    "no_seqscan": rewriting_runner(None, {"enable_seqscan": "off"}),
+def compile_nojoin(tree: Node, corpus: Corpus, compiled: CompiledQuery) -> CompiledQuery:
+    """Prototype C: each candidate CTE returns ``id, embedding`` (the HNSW scan has the heap row
+    already; with STORAGE MAIN the vector is inline), so similarities are computed on the CTE
+    rows without joining the table again; only the top k rows are joined for their columns.
+    Same terms, depth, settings, score expression (``pglogic.operators.to_sql``) as the library.
+    """
+    all_terms = compiled.terms
+    cand_terms = compiled.candidate_terms
+    index_of = {t: i for i, t in enumerate(all_terms)}
+    col = {t: sql.Identifier(f"s{i}") for t, i in index_of.items()}
+    score = to_sql(tree, lambda t: col[t], compiled.family, "clamp")
+
+    def dist(expr: sql.Composable, i: int) -> sql.Composable:
+        return sql.SQL("{} <=> {}::vector({})").format(
+            expr, sql.Placeholder(f"v{i}"), sql.Literal(corpus.dim)
+        )
+
+    emb = sql.SQL("d.{}").format(corpus.embedding)
+    ctes = [
+        sql.SQL(
+            "{name} AS MATERIALIZED (SELECT d.id, {emb} AS e FROM {table} d"
+            " ORDER BY {dist} LIMIT %(depth)s)"
+        ).format(
+            name=sql.Identifier(f"c{index_of[t]}"),
+            emb=emb,
+            table=corpus.table,
+            dist=dist(emb, index_of[t]),
+        )
+        for t in cand_terms
+    ]
+    union = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT id, e FROM {}").format(sql.Identifier(f"c{index_of[t]}"))
+        for t in cand_terms
+    )
+    sims = sql.SQL(", ").join(
+        sql.SQL("1 - ({}) AS {}").format(dist(sql.SQL("e"), i), col[t]) for t, i in index_of.items()
+    )
+    out = sql.SQL(", ").join(sql.SQL("top.{}").format(col[t]) for t in all_terms)
+    plain = sql.SQL(", ").join(col[t] for t in all_terms)
+    statement = sql.SQL(
+        "WITH {ctes},\n"
+        "cand AS (SELECT DISTINCT ON (id) id, e FROM ({union}) u),\n"
+        "sims AS MATERIALIZED (SELECT id, {sims} FROM cand),\n"
+        "top AS (SELECT id, {score} AS score, {plain} FROM sims ORDER BY score DESC, id"
+        " LIMIT %(k)s)\n"
+        "SELECT top.id, d.external_id, d.title, d.metadata, top.score, {out}\n"
+        "FROM top JOIN {table} d ON d.id = top.id ORDER BY top.score DESC, top.id"
+    ).format(
+        ctes=sql.SQL(",\n").join(ctes),
+        union=union,
+        sims=sims,
+        score=score,
+        plain=plain,
+        out=out,
+        table=corpus.table,
+    )
+    return CompiledQuery(
+        statement,
+        dict(compiled.params),
+        all_terms,
+        cand_terms,
+        dict(compiled.settings),
+        compiled.family,
+    )
+
+
+def nojoin_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
+    """Prototype C run through ``pglogic.search.execute``."""
+    proto = compile_nojoin(tree, corpus, compiled)
+    return lambda vecs: [h.id for h in execute(conn, proto, dict(vecs))]
+
+
+VARIANTS: dict[str, Variant] = {
+    "library": library_variant,
+    "materialized": rewrite_variant(rewrite_materialized),
+    "late": rewrite_variant(rewrite_late),
+    "nojoin": nojoin_variant,
 }
 
 
@@ -337,36 +423,43 @@ def bench_shape(
     queries: list[dict[str, np.ndarray]],
     *,
     warmup: int,
-    variants: dict[str, Runner],
+    variants: dict[str, Variant],
     depth: int | None = None,
     baseline: bool = True,
 ) -> dict[str, Any]:
-    """Latency of each variant of one shape and of its n-single-term baseline, interleaved per
-    query (so load drift on a shared machine hits all of them alike); top-k ids of each query."""
+    """Latency of each variant of one shape and of its n-single-term baseline. Per query all
+    of them run back to back, in an order rotated from query to query: whatever runs second
+    finds the same HNSW neighbourhoods warm in the CPU caches, so a fixed order would favour
+    the later ones (measured: ~20%). Also returns the top-k ids of each query per variant."""
     compiled = compile_shape(conn, corpus, shape, depth)
+    tree = parse(SHAPES[shape])
     depth = int(compiled.params["depth"])
     ef = int(compiled.settings["hnsw.ef_search"])
-    lat: dict[str, list[float]] = {v: [] for v in variants}
-    ids: dict[str, list[list[int]]] = {v: [] for v in variants}
+    runs = {name: prep(conn, corpus, tree, compiled) for name, prep in variants.items()}
+    lat: dict[str, list[float]] = {v: [] for v in runs}
+    ids: dict[str, list[list[int]]] = {v: [] for v in runs}
     base: list[float] = []
     base_pos: list[float] = []
+    steps = [*runs, *(["baseline"] if baseline else [])]
     for i, vecs in enumerate(queries[:warmup] + queries):
-        times = {}
-        got = {}
-        for name, runner in variants.items():
-            t0 = time.perf_counter()
-            got[name] = runner(conn, compiled, vecs)
-            times[name] = time.perf_counter() - t0
+        times: dict[str, float] = {}
+        got: dict[str, list[int]] = {}
         b = bp = 0.0
-        if baseline:
-            for t in compiled.terms:
-                s, _ = single_term(conn, corpus, vecs[t], depth, ef)
-                b += s
-                if t in compiled.candidate_terms:
-                    bp += s
+        k = i % len(steps)
+        for step in steps[k:] + steps[:k]:
+            if step == "baseline":
+                for t in compiled.terms:
+                    sec, _ = single_term(conn, corpus, vecs[t], depth, ef)
+                    b += sec
+                    if t in compiled.candidate_terms:
+                        bp += sec
+                continue
+            t0 = time.perf_counter()
+            got[step] = runs[step](vecs)
+            times[step] = time.perf_counter() - t0
         if i < warmup:
             continue
-        for name in variants:
+        for name in runs:
             lat[name].append(times[name])
             ids[name].append(got[name])
         base.append(b)
@@ -386,7 +479,7 @@ def bench_shape(
     if baseline:
         out["sum_single"] = summary_ms(base)
         out["sum_single_positive"] = summary_ms(base_pos)
-    for name in variants:
+    for name in runs:
         v: dict[str, Any] = {"latency": summary_ms(lat[name])}
         if baseline:
             v["ratio_p50"] = round(v["latency"]["p50_ms"] / out["sum_single"]["p50_ms"], 3)
@@ -527,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
         warm(conn, corpus)
         results["plain_knn"] = plain_knn(conn, corpus, measured["1 term"])
         print(f"  plain kNN {results['plain_knn']}", flush=True)
-        lib = {"library": run_library}
+        lib = {"library": library_variant}
         shapes = {}
         for shape in SHAPES:
             shapes[shape] = bench_shape(
@@ -598,7 +691,7 @@ def diagnostics(
                 shape,
                 measured[shape][:nq],
                 warmup=5,
-                variants={"library": run_library},
+                variants={"library": library_variant},
                 depth=depth,
                 baseline=False,
             )
@@ -614,33 +707,30 @@ def diagnostics(
             sweep.append(row)
     diag["depth_sweep"] = sweep
 
-    print("diagnostic: statement variants, default storage ...", flush=True)
+    print("diagnostic: statement variants, library table ...", flush=True)
     diag["idle_before_variants"] = wait_idle(args.idle_wait)
-    diag["variants_external"] = []
+    diag["variants_library_table"] = []
     for shape in DIAG_SHAPES:
         r = bench_shape(conn, corpus, shape, measured[shape][:nq], warmup=5, variants=variants)
         print(f"  {shape}: {r['variants']}", flush=True)
-        diag["variants_external"].append(strip_ids(r))
+        diag["variants_library_table"].append(strip_ids(r))
 
-    print("diagnostic: STORAGE MAIN corpus ...", flush=True)
-    corpus_main, diag["corpus_main"] = load_corpus(conn, "synthetic_main", data, args.text, "MAIN")
-    print(f"  {diag['corpus_main']}", flush=True)
-    diag["idle_before_main"] = wait_idle(args.idle_wait)
-    warm(conn, corpus_main)
-    diag["variants_main"] = []
+    other = "EXTERNAL" if column_storage(conn, corpus) == "MAIN" else "MAIN"
+    print(f"diagnostic: same data, embedding STORAGE {other} ...", flush=True)
+    corpus_other, diag["corpus_other"] = load_corpus(
+        conn, "synthetic_other", data, args.text, other
+    )
+    print(f"  {diag['corpus_other']}", flush=True)
+    diag["idle_before_other"] = wait_idle(args.idle_wait)
+    warm(conn, corpus_other)
+    diag["variants_other_table"] = []
     for shape in DIAG_SHAPES:
-        r = bench_shape(conn, corpus_main, shape, measured[shape][:nq], warmup=5, variants=variants)
-        print(f"  {shape}: {r['variants']}", flush=True)
-        diag["variants_main"].append(strip_ids(r))
-    diag["explain_main"] = {
-        "NOT 5": explain(
-            conn,
-            corpus_main,
-            "NOT 5",
-            sample["NOT 5"],
-            rewrite_late if "late" in variants else None,
+        r = bench_shape(
+            conn, corpus_other, shape, measured[shape][:nq], warmup=5, variants=variants
         )
-    }
+        print(f"  {shape}: {r['variants']}", flush=True)
+        diag["variants_other_table"].append(strip_ids(r))
+    diag["explain_other"] = {"NOT 5": explain(conn, corpus_other, "NOT 5", sample["NOT 5"])}
     return diag
 
 
@@ -685,7 +775,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         "`sum single` = n single-term HNSW queries (one per term, also the negated ones) at the "
         "same depth and ef_search, each in its own transaction, timed right after the compiled "
-        f"query. ratio = compiled p50 / sum p50 (goal ≤ {goal_r}); `per-query` = median of the "
+        f"query (the order alternates per query). ratio = compiled p50 / sum p50 (goal ≤ {goal_r}); `per-query` = median of the "
         "per-query ratios (robust to load drift). Recall@10 against `exact=True` evaluation of "
         f"the same formula (goal ≥ {goal_rec}).",
         "",
@@ -732,8 +822,8 @@ def render(r: dict[str, Any]) -> str:
     ]
     d = r.get("diagnostics")
     if d:
-        cm = d["corpus_main"]
-        names = list(d["variants_external"][0]["variants"])
+        co = d["corpus_other"]
+        names = list(d["variants_library_table"][0]["variants"])
 
         def cells(rows: list[dict[str, Any]], shape: str) -> list[str]:
             x = next(y for y in rows if y["shape"] == shape)
@@ -745,39 +835,49 @@ def render(r: dict[str, Any]) -> str:
         out += [
             "## Diagnostics",
             "",
-            f"### Statement variants × embedding storage ({r['args']['diag_queries']} queries per "
+            f"### Statement variants × table layout ({r['args']['diag_queries']} queries per "
             "shape)",
             "",
             "p50 ms (ratio p50 / median per-query ratio, each against the sum of single-term "
             "queries on the same table). `library` = pglogic's statement; `materialized` = the "
             "same with `sims AS MATERIALIZED` (each similarity computed once instead of twice); "
             "`late` = similarities only for the candidates, top k ranked, then external_id / "
-            "title / metadata fetched for those k rows; `no_seqscan` = the library statement with "
-            "`SET LOCAL enable_seqscan = off`. `STORAGE MAIN` = the embedding column "
-            f"kept inline (TOAST {cm['toast_mib']} MiB instead of {c['toast_mib']} MiB; no TOAST "
-            "fetch per distance).",
+            "title / metadata fetched for those k rows; `nojoin` = candidate CTEs return "
+            "`id, embedding` and similarities are computed on those rows (no second lookup of "
+            "each candidate in the table), top k joined for their columns (`compile_nojoin`). "
+            "Per query the variants and the baseline run back to back in a rotating order. "
+            "Left: the table as `create_corpus` makes it "
+            f"(embedding STORAGE {c['storage']}, TOAST {c['toast_mib']} MiB); right: the same "
+            f"data with STORAGE {co['storage']} (TOAST {co['toast_mib']} MiB). With EXTERNAL "
+            "(pgvector's default) a 384-d vector plus a Reuters-size text exceeds the ~2 kB row "
+            "limit, so vectors go to TOAST and every distance on the heap fetches one."
+            + "".join(f" Variant `{k}` not run: {v}." for k, v in d["skipped_variants"].items()),
             "",
             md_table(
                 [
                     "shape",
-                    *names,
-                    *(f"MAIN: {n}" for n in names),
+                    *(f"{c['storage']}: {n}" for n in names),
+                    *(f"{co['storage']}: {n}" for n in names),
                 ],
                 [
-                    [s, *cells(d["variants_external"], s), *cells(d["variants_main"], s)]
+                    [
+                        s,
+                        *cells(d["variants_library_table"], s),
+                        *cells(d["variants_other_table"], s),
+                    ]
                     for s in DIAG_SHAPES
-                    if any(y["shape"] == s for y in d["variants_external"])
+                    if any(y["shape"] == s for y in d["variants_library_table"])
                 ],
             ),
             "",
-            "### Plan of one candidate CTE by depth (default storage)",
+            "### Plan of one candidate CTE by depth (library table)",
             "",
             md_table(
                 ["depth", "plan", "execution ms"],
                 [[x["depth"], x["plan"], x["ms"]] for x in d["plan_by_depth"]],
             ),
             "",
-            "### Depth sweep (library statement, default storage; recall vs exact)",
+            "### Depth sweep (library statement and table; recall vs exact)",
             "",
             md_table(
                 ["shape", "depth (× default)", "ef_search", "p50 ms", "recall@10", "min"],
@@ -794,16 +894,16 @@ def render(r: dict[str, Any]) -> str:
                 ],
             ),
             "",
-            "### EXPLAIN (ANALYZE, BUFFERS, VERBOSE) — NOT 5, library statement, default storage",
+            "### EXPLAIN (ANALYZE, BUFFERS, VERBOSE) — NOT 5, library statement and table",
             "",
             "```",
             d["explain"]["NOT 5"],
             "```",
             "",
-            "### EXPLAIN — NOT 5, `late` variant (if available), STORAGE MAIN",
+            f"### EXPLAIN — NOT 5, library statement, STORAGE {co['storage']}",
             "",
             "```",
-            d["explain_main"]["NOT 5"],
+            d["explain_other"]["NOT 5"],
             "```",
             "",
         ]
