@@ -584,7 +584,7 @@ def render(r: dict[str, Any]) -> str:
                 "db s",
                 "client s",
                 "re-ingest rows/s",
-                "TOAST MiB",
+                "heap / TOAST MiB",
             ],
             [
                 [
@@ -598,7 +598,7 @@ def render(r: dict[str, Any]) -> str:
                     x["db_seconds"],
                     x["client_seconds"],
                     x["reingest_rows_per_s"],
-                    round(x["toast_bytes"] / 2**20, 1),
+                    f"{x['heap_bytes'] / 2**20:.0f} / {x['toast_bytes'] / 2**20:.0f}",
                 ]
                 for x in r["load"]
             ],
