@@ -146,3 +146,32 @@ def run_cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> Any:
     return subprocess.run(
         [str(exe), *args], capture_output=True, text=True, env=full_env, timeout=600, **kw
     )
+
+
+def reuters_database(srv: Server, prefix: str, limit: int) -> Iterator[str]:
+    """A database with corpus 'news': the first ``limit`` Reuters documents, HNSW index."""
+    from pglogic import PgLogic
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    janitor = srv.janitor(name, TEMPLATE_DB)
+    janitor.init()
+    try:
+        dsn = srv.dsn_for(name)
+        api = PgLogic(dsn)
+        api.create_corpus("news")
+        api.ingest("news", SHARED_DATA / "reuters21578" / "corpus.jsonl.gz", limit=limit)
+        api.build_index("news")
+        yield dsn
+    finally:
+        janitor.drop()
+
+
+def uses_hnsw(conn: psycopg.Connection[Any], compiled: Any, params: dict[str, Any]) -> bool:
+    """Whether the plan of a compiled query on ``conn`` scans an HNSW index."""
+    from psycopg import sql
+
+    with conn.transaction():
+        for name, value in compiled.settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        plan = conn.execute(sql.SQL("EXPLAIN ") + compiled.statement, params).fetchall()
+    return any("Index Scan using" in row[0] and "_hnsw" in row[0] for row in plan)

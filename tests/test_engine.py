@@ -40,6 +40,7 @@ from pglogic.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_comb
 from pglogic.query import Node, parse, positive_terms, quote_term, terms
 from pglogic.readers import FieldMap, Record
 from pglogic.search import Hit, execute, search
+from tests.conftest import uses_hnsw
 
 db = pytest.mark.db
 model = pytest.mark.model
@@ -321,17 +322,6 @@ def index_conn(engine_dsn: str) -> Iterator[psycopg.Connection[Any]]:
     corpora, and approximate mode would be exact."""
     with connect(make_conninfo(engine_dsn, options="-c enable_seqscan=off"), autocommit=True) as c:
         yield c
-
-
-def uses_hnsw(
-    conn: psycopg.Connection[Any], compiled: CompiledQuery, params: dict[str, Any]
-) -> bool:
-    """Whether the plan of ``compiled`` on ``conn`` scans an HNSW index."""
-    with conn.transaction():
-        for name, value in compiled.settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-        plan = conn.execute(sql.SQL("EXPLAIN ") + compiled.statement, params).fetchall()
-    return any("Index Scan using" in line[0] and "_hnsw" in line[0] for line in plan)
 
 
 @pytest.fixture(scope="module")

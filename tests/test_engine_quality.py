@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.compile import SearchOptions, compile_query
 from pglogic.corpus import Corpus, build_index, create_corpus
 from pglogic.db import connect
 from pglogic.ingest import ingest_path
 from pglogic.query import parse, terms
 from pglogic.readers import FieldMap
 from pglogic.search import execute
+from tests.conftest import uses_hnsw
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
@@ -68,16 +68,6 @@ def index_conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """Sequential scans discouraged, so approximate mode always takes the HNSW plan."""
     with connect(make_conninfo(dsn, options="-c enable_seqscan=off"), autocommit=True) as c:
         yield c
-
-
-def uses_hnsw(
-    conn: psycopg.Connection[Any], compiled: CompiledQuery, params: dict[str, Any]
-) -> bool:
-    with conn.transaction():
-        for name, value in compiled.settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-        plan = conn.execute(sql.SQL("EXPLAIN ") + compiled.statement, params).fetchall()
-    return any("Index Scan using" in row[0] and "_hnsw" in row[0] for row in plan)
 
 
 def load(conn: psycopg.Connection[Any], path: Path, limit: int, minilm: Any) -> Corpus:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import json
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ import psycopg
 import pytest
 
 import pglogic.render
-from pglogic.api import PgLogic
 from pglogic.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.corpus import Corpus, get_corpus
 from pglogic.db import connect
@@ -25,7 +23,7 @@ from pglogic.filters import parse_filter
 from pglogic.query import parse
 from pglogic.render import json_tree, render, search_json, vector_literal
 from pglogic.search import Hit, search
-from tests.conftest import TEMPLATE_DB, Server, run_cli
+from tests.conftest import Server, reuters_database, run_cli
 
 SAMPLE = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
 QUERIES = [
@@ -170,18 +168,7 @@ def test_json_tree_and_search_json() -> None:
 
 @pytest.fixture(scope="module")
 def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]:
-    name = f"t_render_{uuid.uuid4().hex[:10]}"
-    janitor = pg_server.janitor(name, TEMPLATE_DB)
-    janitor.init()
-    try:
-        dsn = pg_server.dsn_for(name)
-        api = PgLogic(dsn)
-        api.create_corpus("news")
-        api.ingest("news", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=120)
-        api.build_index("news")
-        yield dsn
-    finally:
-        janitor.drop()
+    yield from reuters_database(pg_server, "t_render", 120)
 
 
 def run(conn: psycopg.Connection[Any], settings: dict[str, str], cur: Any, *args: Any) -> list[Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from pglogic import migrate
-from pglogic.api import PgLogic
 from pglogic.compile import SearchOptions, compile_query
 from pglogic.corpus import get_corpus
 from pglogic.db import connect
@@ -31,7 +29,7 @@ from pglogic.query import parse
 from pglogic.render import json_tree, search_json
 from pglogic.search import Hit, search, to_tree
 from pglogic.term_cache import cache_terms, cached_terms, uncache_terms
-from tests.conftest import TEMPLATE_DB, Server
+from tests.conftest import Server, reuters_database
 
 pytestmark = pytest.mark.db
 
@@ -62,18 +60,7 @@ class FixedEmbedder:
 @pytest.fixture(scope="module")
 def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]:
     """A database with corpus 'news': 200 Reuters documents, HNSW index."""
-    name = f"t_sqlfn_{uuid.uuid4().hex[:10]}"
-    janitor = pg_server.janitor(name, TEMPLATE_DB)
-    janitor.init()
-    try:
-        dsn = pg_server.dsn_for(name)
-        api = PgLogic(dsn)
-        api.create_corpus("news")
-        api.ingest("news", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=200)
-        api.build_index("news")
-        yield dsn
-    finally:
-        janitor.drop()
+    yield from reuters_database(pg_server, "t_sqlfn", 200)
 
 
 @pytest.fixture
