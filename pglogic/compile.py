@@ -42,7 +42,7 @@ from pglogic.corpus import Corpus
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.filters import Filter, filters_sql
 from pglogic.operators import OperatorFamily, resolve_family, to_sql
-from pglogic.query import Node, positive_terms, terms
+from pglogic.query import Node, Term, positive_terms, terms
 
 #: pgvector's upper bound for hnsw.ef_search.
 MAX_EF_SEARCH = 1000
@@ -169,6 +169,34 @@ class Source:
         return self.table
 
 
+def _final(
+    src: Source, score: sql.Composable, sim_cols: Sequence[sql.Identifier], k: sql.Composable
+) -> sql.Composable:
+    """The ranking step over ``sims``: the top k by score, then their columns (late fetch).
+
+    Only the k winners are joined back to the table for ``src.columns`` (title, metadata...),
+    so the candidate rows stay narrow.
+    """
+    idc = sql.Identifier(src.id)
+    sims = sql.SQL(", ").join(sim_cols)
+    top = sql.SQL(
+        "SELECT {id}, {score} AS score, {sims} FROM sims ORDER BY score DESC, {id} LIMIT {k}"
+    ).format(id=idc, score=score, sims=sims, k=k)
+    if not src.columns:
+        return top
+    return sql.SQL(
+        "SELECT {cols}, top.score, {top_sims}\nFROM ({top}) top JOIN {from_} ON {id} = top.{idc}\n"
+        "ORDER BY top.score DESC, top.{idc}"
+    ).format(
+        cols=sql.SQL(", ").join([src.col(src.id), *(src.col(c) for c in src.columns)]),
+        top_sims=sql.SQL(", ").join(sql.SQL("top.{}").format(c) for c in sim_cols),
+        top=top,
+        from_=src.from_,
+        id=src.col(src.id),
+        idc=idc,
+    )
+
+
 def compile_query(
     tree: Node,
     target: Corpus | Source,
@@ -177,12 +205,17 @@ def compile_query(
     server_has_iterative_scan: bool = True,
     extra_where: sql.Composable | None = None,
     param_prefix: str = "",
+    filter_selectivity: float | None = None,
 ) -> CompiledQuery:
     """Compile ``tree`` for a corpus (or any :class:`Source`) into one statement.
 
     ``extra_where`` is ANDed into every candidate CTE (and the exact scan) next to the metadata
     filters; ``param_prefix`` prefixes every placeholder name (to embed the statement in another
     one). Raises :class:`QueryError` when no term can generate candidates and ``exact`` is off.
+
+    Without iterative scans (pgvector < 0.8) a filtered query over-fetches: ``hnsw.ef_search``
+    becomes ``depth / filter_selectivity`` (the fraction of rows the filter keeps; 1000, the
+    maximum, when unknown), since such a scan stops after ``ef_search`` tuples.
 
     Example:
         >>> from pglogic.query import parse
@@ -221,20 +254,15 @@ def compile_query(
     sims = sql.SQL(", ").join(
         sql.SQL("1 - ({}) AS {}").format(distance(i), sim_col[t]) for t, i in index_of.items()
     )
-    out_cols = sql.SQL(", ").join(sim_col[t] for t in all_terms)
     idc = sql.Identifier(src.id)
-    inner_cols = sql.SQL(", ").join([src.col(src.id), *(src.col(c) for c in src.columns)])
-    outer_cols = sql.SQL(", ").join([idc, *(sql.Identifier(c) for c in src.columns)])
-    final = sql.SQL(
-        "SELECT {outer}, {score} AS score, {out} FROM sims\nORDER BY score DESC, {id} LIMIT {k}"
-    ).format(outer=outer_cols, score=score, out=out_cols, id=idc, k=ph("k"))
+    final = _final(src, score, [sim_col[t] for t in all_terms], ph("k"))
 
     if opts.exact:
         statement = sql.SQL(
-            "WITH sims AS (SELECT {inner}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})\n"
+            "WITH sims AS (SELECT {id}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})\n"
             "{final}"
         ).format(
-            inner=inner_cols, sims=sims, from_=src.from_, emb=src.col(src.embedding),
+            id=src.col(src.id), sims=sims, from_=src.from_, emb=src.col(src.embedding),
             where=where, final=final,
         )  # fmt: skip
         return CompiledQuery(statement, params, all_terms, [], settings, family, pre)
@@ -255,11 +283,30 @@ def compile_query(
     ef = opts.ef_search if opts.ef_search is not None else min(MAX_EF_SEARCH, max(40, depth))
     if not 1 <= ef <= MAX_EF_SEARCH:
         raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
-    settings["hnsw.ef_search"] = str(ef)
     filtered = bool(opts.filters) or extra_where is not None
-    if server_has_iterative_scan and opts.iterative_scan and (filtered or depth > ef):
+    iterative = server_has_iterative_scan and opts.iterative_scan
+    if filtered and not iterative and opts.ef_search is None:
+        # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
+        # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
+        want = depth / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
+        ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
+    settings["hnsw.ef_search"] = str(ef)
+    if iterative and (filtered or depth > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
     params[pre + "depth"] = depth
+
+    if isinstance(tree, Term):
+        # One term: the score is a monotone map (a TruthMap) of its similarity, so the k nearest
+        # documents are the answer: a plain k-NN scan, no candidate union.
+        statement = sql.SQL(
+            "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
+            " ORDER BY {dist} LIMIT {k})\n{final}"
+        ).format(
+            id=src.col(src.id), sims=sims, from_=src.from_, where=where, dist=distance(0),
+            k=ph("k"), final=final,
+        )  # fmt: skip
+        del params[pre + "depth"]  # ef_search alone sets how far the scan looks
+        return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)
 
     ctes = [
         sql.SQL(
@@ -282,12 +329,11 @@ def compile_query(
     statement = sql.SQL(
         "WITH {ctes},\n"
         "cand AS ({union}),\n"
-        "sims AS MATERIALIZED (SELECT {inner}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
+        "sims AS MATERIALIZED (SELECT {id}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
         "{final}"
     ).format(
         ctes=sql.SQL(",\n").join(ctes),
         union=union,
-        inner=inner_cols,
         sims=sims,
         from_=src.from_,
         id=src.col(src.id),

@@ -12,17 +12,19 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.corpus import Corpus
+from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query
+from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
 from pglogic.embed import Embedder
 from pglogic.errors import QueryError
+from pglogic.filters import Filter, filters_sql
 from pglogic.query import Node, Term, parse
 
 
@@ -107,19 +109,23 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
         [Hit(...), ...]
     """
     params = compiled.with_vectors(vectors)  # type: ignore[arg-type]
+    names = list(compiled.settings)
+    # Inside the caller's transaction SET LOCAL would outlive the query: save and restore.
+    restore = conn.info.transaction_status != TransactionStatus.IDLE
     with conn.transaction():
-        saved: dict[str, str | None] = {}
-        for name, value in compiled.settings.items():
-            row = conn.execute(
-                "SELECT current_setting(%s, true), set_config(%s, %s, true)", (name, name, value)
-            ).fetchone()
-            saved[name] = None if row is None or row[0] in (None, "") else str(row[0])
+        if names:  # one round trip for all settings (and their previous values)
+            calls = ["current_setting(%s, true)"] * len(names) if restore else []
+            calls += ["set_config(%s, %s, true)"] * len(names)
+            args = list(names) if restore else []
+            args += [x for item in compiled.settings.items() for x in item]
+            row = conn.execute("SELECT " + ", ".join(calls), args).fetchone()
         rows = conn.execute(compiled.statement, params).fetchall()
-        for name, old in saved.items():
-            if old is None:  # not set before (pgvector not loaded yet): back to the default
-                conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-            else:
-                conn.execute("SELECT set_config(%s, %s, true)", (name, old))
+        if names and restore and row is not None:
+            for name, old in zip(names, row, strict=False):
+                if old in (None, ""):  # not set before (pgvector not loaded yet): the default
+                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
+                else:
+                    conn.execute("SELECT set_config(%s, %s, true)", (name, old))
     n = len(compiled.terms)
     return [
         Hit(
@@ -151,8 +157,11 @@ def search(
     opts = options or SearchOptions()
     t0 = time.perf_counter()
     tree = to_tree(query)
+    iterative = server_has_iterative_scan(conn) and opts.iterative_scan
+    overfetch = bool(opts.filters) and not iterative and not opts.exact
+    selectivity = estimate_selectivity(conn, corpus, opts.filters) if overfetch else None
     compiled = compile_query(
-        tree, corpus, opts, server_has_iterative_scan=server_has_iterative_scan(conn)
+        tree, corpus, opts, server_has_iterative_scan=iterative, filter_selectivity=selectivity
     )
     t1 = time.perf_counter()
     if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
@@ -161,7 +170,44 @@ def search(
     vectors: dict[str, object] = dict(zip(compiled.terms, matrix, strict=True))
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)
-    t3 = time.perf_counter()
-    return SearchResult(
-        tree, compiled, hits, {"compile": t1 - t0, "embed": t2 - t1, "database": t3 - t2}
-    )
+    timings = {"compile": t1 - t0, "embed": t2 - t1}
+    if overfetch and len(hits) < opts.k:
+        # The over-fetched index scans found too few rows that pass the filter: score every
+        # matching row instead (correct, and cheap when the filter is that selective).
+        timings["database_overfetch"] = time.perf_counter() - t2
+        compiled = compile_query(tree, corpus, replace(opts, exact=True))
+        hits = execute(conn, compiled, vectors)
+    timings["database"] = time.perf_counter() - t2
+    return SearchResult(tree, compiled, hits, timings)
+
+
+def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Filter]) -> float:
+    """Estimate the fraction of the corpus's rows that pass ``filters`` from a block sample.
+
+    Reads about 1,000 pages (``TABLESAMPLE SYSTEM``, fixed seed), so it costs a few
+    milliseconds at any corpus size; used to size the over-fetch on servers without iterative
+    index scans. Returns 1.0 for an empty table or no filters.
+
+    Example:
+        >>> estimate_selectivity(conn, corpus, [Contains({"site": "cooking"})])  # doctest: +SKIP
+        0.498
+    """
+    if not filters:
+        return 1.0
+    row = conn.execute(
+        "SELECT relpages FROM pg_class WHERE oid = %s::regclass",
+        (f"{SCHEMA}.{corpus.table_name}",),
+    ).fetchone()
+    pages = max(1, int(row[0])) if row else 1
+    percent = min(100.0, 100.0 * 1000 / pages)
+    src = Source.for_corpus(corpus)
+    where, params = filters_sql(filters, src.col("metadata"), prefix="f")
+    stmt = sql.SQL(
+        "SELECT count(*) FILTER (WHERE {where}), count(*) FROM {from_}"
+        " TABLESAMPLE SYSTEM ({percent}) REPEATABLE (0)"
+    ).format(where=where, from_=src.from_, percent=sql.Placeholder("percent"))
+    res = conn.execute(stmt, {**params, "percent": percent}).fetchone()
+    if not res or not res[1]:
+        return 1.0
+    # at least one match in the sample's worth, so a rare filter never looks impossible
+    return max(int(res[0]), 1) / int(res[1])

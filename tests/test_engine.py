@@ -37,9 +37,9 @@ from pglogic.errors import InvalidInput, PglogicError, QueryError
 from pglogic.filters import Comparison, Contains, Filter, parse_filter
 from pglogic.ingest import ingest_path, ingest_records
 from pglogic.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
-from pglogic.query import Node, parse, positive_terms, quote_term, terms
+from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
 from pglogic.readers import FieldMap, Record
-from pglogic.search import Hit, execute, search
+from pglogic.search import Hit, estimate_selectivity, execute, search
 from tests.conftest import uses_hnsw
 
 db = pytest.mark.db
@@ -181,10 +181,11 @@ def test_compiled_shape(case: GoldenCase) -> None:
     assert compiled.terms == terms(tree)
     expected_ctes = [] if opts.exact else positive_terms(tree)
     assert compiled.candidate_terms == expected_ctes
-    assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == len(expected_ctes)
+    single = isinstance(tree, Term) and not opts.exact  # plain k-NN in the sims CTE
+    assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == (0 if single else len(expected_ctes))
     for i in range(len(compiled.terms)):
         assert f'AS "s{i}"' in text
-    assert text.count("%(k)s") == 1
+    assert text.count("%(k)s") == (2 if single else 1)
     assert ("hnsw.ef_search" in compiled.settings) == (not opts.exact)
 
 
@@ -738,6 +739,67 @@ def test_filtered_query_returns_k_matching_rows(
     assert len(execute(index_conn, plain, HAND_TERMS)) < k
 
 
+# -- servers without iterative scans (pgvector < 0.8): over-fetch, then exact -------------------
+# pgvector 0.8 with hnsw.iterative_scan off behaves like 0.6/0.7: the index scan stops after
+# ef_search tuples and the filter is applied to those.
+
+
+def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
+    half = SearchOptions(k=10, filters=(parse_filter("site=cooking"),))
+    corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
+    new = compile_query(parse('"A" AND "B"'), corpus, half)
+    assert new.settings == {"hnsw.ef_search": "142", "hnsw.iterative_scan": "relaxed_order"}
+    old = compile_query(
+        parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+    )
+    assert old.settings == {"hnsw.ef_search": "284"}  # depth 142 / 0.5
+    rare = compile_query(parse('"A"'), corpus, half, server_has_iterative_scan=False)
+    assert rare.settings == {"hnsw.ef_search": "1000"}  # selectivity unknown: the maximum
+    given = dataclasses.replace(half, ef_search=64)  # an explicit ef_search is kept
+    assert compile_query(
+        parse('"A"'), corpus, given, server_has_iterative_scan=False, filter_selectivity=0.01
+    ).settings == {"hnsw.ef_search": "64"}
+
+
+@db
+def test_selectivity_estimate(engine_conn: psycopg.Connection[Any], filtered: Corpus) -> None:
+    assert estimate_selectivity(engine_conn, filtered, []) == 1.0
+    assert estimate_selectivity(engine_conn, filtered, [parse_filter("site=cooking")]) == 0.5
+    assert estimate_selectivity(engine_conn, filtered, [parse_filter("year=1995")]) == 0.05
+    assert estimate_selectivity(engine_conn, filtered, [parse_filter("year>2100")]) > 0
+
+
+@db
+def test_overfetch_returns_k_rows_without_iterative_scans(
+    index_conn: psycopg.Connection[Any], filtered: Corpus
+) -> None:
+    emb = CountingEmbedder(HAND_TERMS)  # type: ignore[arg-type]
+    half = (parse_filter("site=cooking"),)  # 50%: over-fetching 2 x depth is enough
+    plain = compile_query(
+        parse('"A"'), filtered, SearchOptions(k=10, filters=half, ef_search=10),
+        server_has_iterative_scan=False,
+    )  # fmt: skip
+    assert len(execute(index_conn, plain, HAND_TERMS)) < 10  # 10 scanned, about 5 pass
+    res = search(
+        index_conn, filtered, '"A"', embedder=emb,
+        options=SearchOptions(k=10, filters=half, iterative_scan=False),
+    )  # fmt: skip
+    assert res.compiled.settings == {"hnsw.ef_search": "200"}  # depth 100 / 0.5
+    assert "database_overfetch" not in res.timings
+    exact = run_hand(index_conn, filtered, '"A"', k=10, filters=list(half), exact=True)
+    assert [h.id for h in res.hits] == [h.id for h in exact]
+    # 5%, far from A: even 1000 over-fetched rows hold no match, so it falls back to exact
+    rare = (parse_filter("year=1995"),)
+    res = search(
+        index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
+        options=SearchOptions(k=10, filters=rare, iterative_scan=False),
+    )  # fmt: skip
+    assert "database_overfetch" in res.timings
+    exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
+    assert len(res.hits) == 10
+    assert [h.id for h in res.hits] == [h.id for h in exact]
+
+
 @db
 def test_numeric_comparisons(engine_conn: psycopg.Connection[Any], filtered: Corpus) -> None:
     cases = {
@@ -1029,7 +1091,8 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert lines[1].startswith('WITH "c0" AS MATERIALIZED (SELECT ')
     assert '"pglogic"."corpus_0"' in lines[1]
     assert proc.stdout.count("MATERIALIZED") == 2  # one HNSW CTE + sims
-    assert re.search(r'ORDER BY score DESC, "?id"? LIMIT %\(k\)s;$', lines[-2])
+    assert 'ORDER BY score DESC, "id" LIMIT %(k)s) top' in proc.stdout  # top k, then columns
+    assert lines[-2] == 'ORDER BY top.score DESC, top."id";'
     params = json.loads(lines[-1].removeprefix("-- parameters: "))
     assert params == {
         "k": 10,

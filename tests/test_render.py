@@ -98,7 +98,7 @@ def test_inline_writes_every_value() -> None:
 def test_inline_vectors_only_keeps_other_placeholders_and_escapes_percent() -> None:
     compiled = compiled_for('"a"', filters=(parse_filter('{"x": "50%"}'),))
     r = render(compiled, "psycopg", {"a": np.ones(384)}, inline_params=False)
-    assert r.names == ("f0", "depth", "k")
+    assert r.names == ("f0", "k")  # one term: a plain k-NN scan, no depth
     assert "%(f0)s::jsonb" in r.text and "::vector(384)" in r.text
     # literal values only: psycopg style escapes % when placeholders remain
     r2 = render(compiled, "psycopg", inline_params=True)
@@ -137,7 +137,8 @@ def test_script_sets_local_settings() -> None:
         "SET LOCAL hnsw.ef_search = '50';",
         "SET LOCAL hnsw.iterative_scan = 'relaxed_order';",
     ]
-    assert lines[-1].endswith("LIMIT 3;")
+    assert lines[-1] == 'ORDER BY top.score DESC, top."id";'
+    assert "LIMIT 3)" in lines[-2]
 
 
 def test_json_tree_and_search_json() -> None:
@@ -310,4 +311,4 @@ def test_cli_numbered_without_corpus() -> None:
     out = run_cli("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
     assert out.returncode == 0, out.stderr
     assert "-- $1 = v0: \"<embedding of 'a'>\"" in out.stdout
-    assert "LIMIT $3;" in out.stdout
+    assert "LIMIT $3) top" in out.stdout

@@ -142,7 +142,7 @@ def test_user_filter_goes_inside_the_candidate_ctes(engine_url: str, minilm: Any
     stmt = logical_search(Article, Article.embedding, '"coffee"', k=3, embedder=minilm, depth=3)
     filtered = stmt.where(Article.lang == "de")
     sql = str(filtered.compile(dialect=postgresql.psycopg.dialect()))
-    cte = sql[sql.index("MATERIALIZED") : sql.index("cand AS")]
+    cte = sql[sql.index("MATERIALIZED") : sql.index("LIMIT")]
     assert "articles.lang = " in cte  # the condition is in the HNSW CTE, not after it
     engine = create_engine(engine_url)
     with Session(engine, expire_on_commit=False) as s, s.begin():
