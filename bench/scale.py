@@ -1,0 +1,599 @@
+"""Scale benchmark: latency, recall, throughput and memory of logical queries at 10k-1M vectors.
+
+    python bench/scale.py [--sizes 10000,100000,1000000] [--queries 10] [--quick]
+
+Per corpus size (deterministic synthetic clustered 384-d unit vectors, ``query.make_dataset``;
+metadata ``{"c": cluster, "g": i % 100}``), loaded with COPY through
+``pglogic.ingest.ingest_records`` and indexed with ``build_index(m=16, ef_construction=64)``:
+
+* load time, HNSW build time, table and index size, peak memory (sum of PSS) of the Postgres
+  processes per phase (load, build, queries, concurrency), sampled every 0.25 s with psutil;
+* query mix: 1, 2, 3, 5, 8 terms; AND-only, OR-only, with NOT (the last half of the terms
+  negated); k = 10 and 100; no filter, ``g < 10`` (10% of rows), ``g = 0`` (1%);
+* per (shape, k, filter): p50/p95/p99 of ``pglogic.search.search`` (vectors given), recall@10
+  and recall@k against exact evaluation of the same formula (NumPy over all vectors, the
+  operators' NumPy face), compared in the same run, per query and in rotating order, with
+  (a) ``floor``: one plain HNSW query per candidate term at the same depth / ef_search
+  (``SELECT id ... ORDER BY embedding <=> v LIMIT depth``), summed;
+  (b) ``client``: the same logical query written client-side: one HNSW query per candidate
+  term fetching ids and vectors (binary), NumPy scoring, then the columns of the top k;
+  (c) ``exact``: ``SearchOptions(exact=True)`` (sequential scan), on the first
+  ``--exact-queries`` queries of each shape (k = 10);
+* throughput with 1, 2, 4, 8 concurrent clients (threads, one connection each) running a
+  mix of 3-term AND / OR / NOT queries for ``--seconds`` each: queries/s, p95, errors.
+
+Results are written after every size to ``bench/results/scale.{json,md}`` and plots
+``bench/results/scale_*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import psutil
+from benchlib import (
+    DEFAULT_HOME,
+    RESULTS_DIR,
+    drop_database,
+    fresh_database,
+    machine,
+    machine_md,
+    md_table,
+    percentile,
+    server_dsn,
+    write_results,
+)
+from psycopg import sql
+from query import DIM, Dataset, make_dataset, make_queries
+
+from pglogic.compile import SearchOptions, compile_query
+from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus, get_corpus
+from pglogic.db import Connection, connect
+from pglogic.filters import Comparison, Filter
+from pglogic.ingest import ingest_records
+from pglogic.operators import evaluate_numpy, resolve_family
+from pglogic.query import Node, parse, positive_terms
+from pglogic.readers import Record
+from pglogic.search import search
+
+DB_NAME = "bench_scale"
+FILTERS: dict[str, tuple[Filter, ...]] = {
+    "none": (),
+    "10%": (Comparison("g", "<", 10),),
+    "1%": (Comparison("g", "=", 0),),
+}
+FILTER_MASK: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "none": lambda g: np.ones(len(g), dtype=bool),
+    "10%": lambda g: g < 10,
+    "1%": lambda g: g == 0,
+}
+
+
+def shapes(term_counts: Sequence[int]) -> dict[str, str]:
+    """Shape name -> query text: AND / OR / NOT (last half negated) per number of terms."""
+    out = {"1 term": '"t1"'}
+    for n in term_counts:
+        if n == 1:
+            continue
+        ts = [f'"t{i + 1}"' for i in range(n)]
+        out[f"AND {n}"] = " AND ".join(ts)
+        out[f"OR {n}"] = " OR ".join(ts)
+        pos = (n + 1) // 2
+        out[f"NOT {n}"] = " AND ".join(ts[:pos] + [f"NOT {t}" for t in ts[pos:]])
+    return out
+
+
+class Vectors:
+    """An embedder that returns given vectors (the benchmark's query terms)."""
+
+    name = "synthetic"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.current: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.current[t] for t in texts])
+
+
+class MemorySampler:
+    """Samples the summed PSS of the Postgres server's processes in a thread; peak per phase."""
+
+    def __init__(self, postmaster_pid: int | None) -> None:
+        self.proc = psutil.Process(postmaster_pid) if postmaster_pid else None
+        self.phase = "idle"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        if self.proc:
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self.proc is not None
+        while not self._stop.wait(0.25):
+            total = 0
+            for p in [self.proc, *self.proc.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_full_info().pss
+            mib = total / 2**20
+            self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), mib)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def postmaster_pid(conn: Connection) -> int | None:
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    conn.rollback()
+    try:
+        return psutil.Process(int(row[0])).ppid() if row else None
+    except psutil.Error:
+        return None
+
+
+def load(conn: Connection, data: Dataset, mem: MemorySampler) -> tuple[Corpus, dict[str, Any]]:
+    corpus = create_corpus(conn, "scale", model="synthetic", dim=DIM)
+
+    def records() -> Any:
+        for i, (vec, label) in enumerate(zip(data.vectors, data.labels, strict=True)):
+            meta = {"c": int(label), "g": i % 100}
+            yield Record(f"doc{i}", f"document {i} of cluster {label}", None, meta, vec)
+
+    mem.phase = "load"
+    t0 = time.perf_counter()
+    ingest_records(conn, corpus, records(), embedder=None, batch_size=5000)
+    load_s = time.perf_counter() - t0
+    mem.phase = "hnsw build"
+    build_s = build_index(conn, "scale", m=16, ef_construction=64, maintenance_work_mem="4GB")
+    mem.phase = "idle"
+    conn.commit()
+    conn.autocommit = True
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(corpus.table))
+    info = corpus_info(conn, "scale")
+    return get_corpus(conn, "scale"), {
+        "load_s": round(load_s, 1),
+        "load_rows_per_s": round(len(data.vectors) / load_s),
+        "hnsw_build_s": round(build_s, 1),
+        "hnsw": "m=16, ef_construction=64",
+        "table_mib": round(info.table_bytes / 2**20, 1),
+        "index_mib": round(info.index_bytes / 2**20, 1),
+    }
+
+
+def exact_top(
+    tree: Node, data: Dataset, vecs: dict[str, np.ndarray], mask: np.ndarray, k: int
+) -> list[int]:
+    """Ids (1-based, ingest order) of the exact top k of the formula over the masked rows."""
+    names = sorted(vecs)
+    sims = data.vectors @ np.stack([vecs[t] for t in names]).T
+    scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, "itlr")
+    scores = np.where(mask, scores, -np.inf)
+    top = np.argpartition(-scores, k)[:k] if k < len(scores) else np.arange(len(scores))
+    top = top[np.lexsort((top, -scores[top]))]
+    return [int(i) + 1 for i in top if np.isfinite(scores[i])]
+
+
+def recall(got: Sequence[int], truth: Sequence[int], k: int) -> float:
+    want = set(truth[:k])
+    return len(want & set(got[:k])) / len(want) if want else 1.0
+
+
+def floor_run(
+    conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions, vecs: dict[str, np.ndarray]
+) -> Callable[[], float]:
+    """(a): one plain HNSW query per candidate term at the library's depth and settings."""
+    compiled = compile_query(tree, corpus, opts)
+    depth = compiled.params.get("depth", opts.k)
+    where = compile_filter(corpus, opts.filters)
+    stmts = [
+        sql.SQL(
+            "SELECT id FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
+        ).format(t=corpus.table, w=where[0], dim=sql.Literal(DIM))
+        for _ in compiled.candidate_terms
+    ]
+    settings = list(compiled.settings.items())
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for stmt, term in zip(stmts, compiled.candidate_terms, strict=True):
+            with conn.transaction():
+                conn.execute(
+                    "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(settings)),
+                    [x for kv in settings for x in kv],
+                )
+                conn.execute(stmt, {**where[1], "v": vecs[term], "n": depth}).fetchall()
+        return time.perf_counter() - t0
+
+    return run
+
+
+def compile_filter(
+    corpus: Corpus, filters: Sequence[Filter]
+) -> tuple[sql.Composable, dict[str, Any]]:
+    from pglogic.filters import filters_sql
+
+    return filters_sql(filters, sql.SQL("d.metadata"), prefix="f")
+
+
+def client_run(
+    conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions, vecs: dict[str, np.ndarray]
+) -> Callable[[], tuple[float, list[int]]]:
+    """(b): per candidate term an HNSW query for ids + vectors; NumPy scoring; top-k columns."""
+    compiled = compile_query(tree, corpus, opts)
+    depth = compiled.params.get("depth", opts.k)
+    where, fparams = compile_filter(corpus, opts.filters)
+    stmt = sql.SQL(
+        "SELECT id, embedding FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim})"
+        " LIMIT %(n)s"
+    ).format(t=corpus.table, w=where, dim=sql.Literal(DIM))
+    cols = sql.SQL(
+        "SELECT id, external_id, title, metadata FROM {t} WHERE id = ANY(%(ids)s)"
+    ).format(t=corpus.table)
+    settings = list(compiled.settings.items())
+    family = resolve_family("itlr")
+    names = compiled.terms
+    qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
+
+    def run() -> tuple[float, list[int]]:
+        t0 = time.perf_counter()
+        ids: list[int] = []
+        embs: list[np.ndarray] = []
+        with conn.transaction():
+            conn.execute(
+                "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(settings)),
+                [x for kv in settings for x in kv],
+            )
+            cur = conn.cursor(binary=True)
+            for term in compiled.candidate_terms:
+                for i, e in cur.execute(stmt, {**fparams, "v": vecs[term], "n": depth}):
+                    ids.append(i)
+                    embs.append(e)
+        uniq, first = np.unique(np.asarray(ids), return_index=True)
+        if len(uniq) == 0:
+            return time.perf_counter() - t0, []
+        m = np.stack(
+            [
+                np.asarray(getattr(embs[j], "to_numpy", lambda e=embs[j]: e)(), dtype=np.float32)
+                for j in first
+            ]
+        )
+        sims = (m @ qmat.T) / np.linalg.norm(m, axis=1, keepdims=True)
+        scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, family)
+        order = np.lexsort((uniq, -scores))[: opts.k]
+        top = [int(uniq[j]) for j in order]
+        conn.execute(cols, {"ids": top}).fetchall()
+        conn.rollback()
+        return time.perf_counter() - t0, top
+
+    return run
+
+
+def ms(xs: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(xs, 50) * 1000, 2),
+        "p95": round(percentile(xs, 95) * 1000, 2),
+        "p99": round(percentile(xs, 99) * 1000, 2),
+    }
+
+
+def run_matrix(
+    conn: Connection,
+    corpus: Corpus,
+    data: Dataset,
+    shape_texts: dict[str, str],
+    ks: Sequence[int],
+    n_queries: int,
+    exact_queries: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    emb = Vectors()
+    g = np.arange(len(data.vectors)) % 100
+    masks = {name: f(g) for name, f in FILTER_MASK.items()}
+    rows: list[dict[str, Any]] = []
+    for si, (shape, text) in enumerate(shape_texts.items()):
+        tree = parse(text)
+        n_terms = len({t for t in text.split('"')[1::2]})
+        queries = make_queries(data, n_queries, n_terms, seed + 100 * si)
+        truths: dict[tuple[int, str], list[list[int]]] = {}
+        for vecs in queries:
+            for fname, mask in masks.items():
+                t = exact_top(tree, data, vecs, mask, max(ks))
+                for k in ks:
+                    truths.setdefault((k, fname), []).append(t[:k])
+        for k in ks:
+            for fname, filters in FILTERS.items():
+                opts = SearchOptions(k=k, filters=filters)
+                lat: dict[str, list[float]] = {"pglogic": [], "floor": [], "client": []}
+                rec10: list[float] = []
+                reck: list[float] = []
+                client_rec: list[float] = []
+                returned: list[int] = []
+                # warm-up: the first query's methods once
+                emb.current = queries[0]
+                search(conn, corpus, tree, embedder=emb, options=opts)
+                for qi, vecs in enumerate(queries):
+                    emb.current = vecs
+                    truth = truths[(k, fname)][qi]
+                    floor = floor_run(conn, corpus, tree, opts, vecs)
+                    client = client_run(conn, corpus, tree, opts, vecs)
+                    order = ["pglogic", "floor", "client"]
+                    order = order[qi % 3 :] + order[: qi % 3]
+                    for method in order:
+                        if method == "pglogic":
+                            t0 = time.perf_counter()
+                            res = search(conn, corpus, tree, embedder=emb, options=opts)
+                            lat["pglogic"].append(time.perf_counter() - t0)
+                            got = [h.id for h in res.hits]
+                            returned.append(len(got))
+                            rec10.append(recall(got, truth, 10))
+                            reck.append(recall(got, truth, k))
+                        elif method == "floor":
+                            lat["floor"].append(floor())
+                        else:
+                            secs, top = client()
+                            lat["client"].append(secs)
+                            client_rec.append(recall(top, truth, 10))
+                ratio = [p / f for p, f in zip(lat["pglogic"], lat["floor"], strict=True)]
+                row: dict[str, Any] = {
+                    "shape": shape,
+                    "terms": n_terms,
+                    "candidate_terms": len(positive_terms(tree)),
+                    "k": k,
+                    "filter": fname,
+                    "pglogic_ms": ms(lat["pglogic"]),
+                    "floor_ms": ms(lat["floor"]),
+                    "client_ms": ms(lat["client"]),
+                    "ratio_vs_floor_p50": round(float(np.median(ratio)), 2),
+                    "speedup_vs_client_p50": round(
+                        percentile(lat["client"], 50) / percentile(lat["pglogic"], 50), 2
+                    ),
+                    "recall@10": round(float(np.mean(rec10)), 3),
+                    f"recall@{k}": round(float(np.mean(reck)), 3),
+                    "client_recall@10": round(float(np.mean(client_rec)), 3),
+                    "min_rows_returned": min(returned),
+                    "rows_expected": min(len(t) for t in truths[(k, fname)]),
+                }
+                if k == min(ks) and exact_queries:
+                    ex: list[float] = []
+                    eopts = SearchOptions(k=k, filters=filters, exact=True)
+                    for vecs in queries[:exact_queries]:
+                        emb.current = vecs
+                        t0 = time.perf_counter()
+                        search(conn, corpus, tree, embedder=emb, options=eopts)
+                        ex.append(time.perf_counter() - t0)
+                    row["exact_ms_p50"] = round(percentile(ex, 50) * 1000, 1)
+                    row["speedup_vs_exact_p50"] = round(
+                        percentile(ex, 50) / percentile(lat["pglogic"], 50), 1
+                    )
+                rows.append(row)
+                print(
+                    f"  {shape:7} k={k:<3} {fname:4} pglogic p50 {row['pglogic_ms']['p50']:7.2f}"
+                    f" ms  floor {row['floor_ms']['p50']:7.2f}  client {row['client_ms']['p50']:7.2f}"
+                    f"  ratio {row['ratio_vs_floor_p50']:.2f}  recall@10 {row['recall@10']:.3f}"
+                    + (f"  exact {row['exact_ms_p50']} ms" if "exact_ms_p50" in row else ""),
+                    flush=True,
+                )
+    return rows
+
+
+def throughput(
+    dsn: str, corpus: Corpus, data: Dataset, clients: Sequence[int], seconds: float, seed: int
+) -> list[dict[str, Any]]:
+    mix = [parse('"t1" AND "t2" AND "t3"'), parse('"t1" OR "t2" OR "t3"'),
+           parse('"t1" AND "t2" AND NOT "t3"')]  # fmt: skip
+    queries = make_queries(data, 200, 3, seed + 7)
+    out = []
+    for n in clients:
+        lats: list[list[float]] = [[] for _ in range(n)]
+        errors = [0] * n
+        stop = time.perf_counter() + seconds
+
+        def worker(
+            w: int,
+            n: int = n,
+            stop: float = stop,
+            lats: list[list[float]] = lats,
+            errors: list[int] = errors,
+        ) -> None:
+            emb = Vectors()
+            with connect(dsn) as conn:
+                conn.autocommit = True
+                i = w
+                while time.perf_counter() < stop:
+                    emb.current = queries[i % len(queries)]
+                    t0 = time.perf_counter()
+                    try:
+                        search(conn, corpus, mix[i % 3], embedder=emb)
+                        lats[w].append(time.perf_counter() - t0)
+                    except Exception:
+                        errors[w] += 1
+                    i += n
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(n)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        all_lat = [x for xs in lats for x in xs]
+        out.append({
+            "clients": n, "queries": len(all_lat), "qps": round(len(all_lat) / wall, 1),
+            **{f"{k}_ms": v for k, v in ms(all_lat).items()}, "errors": sum(errors),
+        })  # fmt: skip
+        print(f"  {n} clients: {out[-1]['qps']} q/s, p95 {out[-1]['p95_ms']} ms", flush=True)
+    return out
+
+
+def plots(results: dict[str, Any]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    sizes = sorted(int(s) for s in results["sizes"])
+    if not sizes:
+        return files
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for kind, style in (("AND", "-o"), ("OR", "-s"), ("NOT", "-^")):
+        for n in (2, 3, 5, 8):
+            ys = []
+            for s in sizes:
+                row = next((r for r in results["sizes"][str(s)]["queries"]
+                            if r["shape"] == f"{kind} {n}" and r["k"] == 10
+                            and r["filter"] == "none"), None)  # fmt: skip
+                ys.append(row["pglogic_ms"]["p50"] if row else np.nan)
+            if kind == "AND" or n in (3, 8):
+                axes[0].plot(sizes, ys, style, label=f"{kind} {n}")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("corpus size (vectors)")
+    axes[0].set_ylabel("p50 latency (ms), k=10, no filter")
+    axes[0].set_title("Growth with corpus size")
+    axes[0].legend(fontsize=7)
+    big = results["sizes"][str(sizes[-1])]["queries"]
+    for kind, style in (("AND", "-o"), ("OR", "-s"), ("NOT", "-^")):
+        pts = sorted((r["terms"], r) for r in big
+                     if r["k"] == 10 and r["filter"] == "none"
+                     and (r["shape"].startswith(kind) or r["terms"] == 1))  # fmt: skip
+        xs = [p[0] for p in pts]
+        axes[1].plot(xs, [p[1]["pglogic_ms"]["p50"] for p in pts], style, label=f"pglogic {kind}")
+        if kind == "AND":
+            axes[1].plot(xs, [p[1]["floor_ms"]["p50"] for p in pts], "k--", label="floor (a) AND")
+            axes[1].plot(xs, [p[1]["client_ms"]["p50"] for p in pts], "r:", label="client (b) AND")
+    axes[1].set_xlabel("number of terms")
+    axes[1].set_ylabel("p50 latency (ms)")
+    axes[1].set_title(f"Growth with terms at {sizes[-1]:,} vectors (k=10)")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    path = RESULTS_DIR / "scale_latency.png"
+    fig.savefig(path, dpi=110)
+    files.append(path.name)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for s in sizes:
+        tp = results["sizes"][str(s)].get("throughput") or []
+        if tp:
+            axes[0].plot([t["clients"] for t in tp], [t["qps"] for t in tp], "-o", label=f"{s:,}")
+    axes[0].set_xlabel("concurrent clients")
+    axes[0].set_ylabel("queries / s (3-term mix)")
+    axes[0].set_title("Throughput")
+    axes[0].legend(fontsize=8)
+    phases = ["load", "hnsw build", "queries", "concurrency"]
+    for ph in phases:
+        axes[1].plot(sizes, [results["sizes"][str(s)]["memory_peak_mib"].get(ph, np.nan)
+                             for s in sizes], "-o", label=ph)  # fmt: skip
+    axes[1].set_xscale("log")
+    axes[1].set_xlabel("corpus size (vectors)")
+    axes[1].set_ylabel("peak PSS of Postgres processes (MiB)")
+    axes[1].set_title("Memory")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    path = RESULTS_DIR / "scale_throughput_memory.png"
+    fig.savefig(path, dpi=110)
+    files.append(path.name)
+    plt.close(fig)
+    return files
+
+
+def markdown(results: dict[str, Any]) -> str:
+    parts = ["# Scale benchmark (`bench/scale.py`)", "", machine_md(results["machine"]), ""]
+    for s, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
+        parts += [f"## {int(s):,} vectors", ""]
+        parts.append(md_table(["load s", "rows/s", "HNSW build s", "HNSW", "table MiB",
+                               "index MiB", "peak PSS MiB by phase"],
+                              [[r["load"]["load_s"], r["load"]["load_rows_per_s"],
+                                r["load"]["hnsw_build_s"], r["load"]["hnsw"],
+                                r["load"]["table_mib"], r["load"]["index_mib"],
+                                ", ".join(f"{k} {v:.0f}" for k, v in
+                                          r["memory_peak_mib"].items())]]))  # fmt: skip
+        parts += [
+            "",
+            "Latency p50 / p95 / p99 in ms; ratio = pglogic / sum of single-term "
+            "HNSW queries (floor); client = client-side composition; exact = seq scan.",
+            "",
+        ]
+        rows = []
+        for q in r["queries"]:
+            p = q["pglogic_ms"]
+            rows.append([q["shape"], q["k"], q["filter"],
+                         f"{p['p50']} / {p['p95']} / {p['p99']}", q["floor_ms"]["p50"],
+                         q["ratio_vs_floor_p50"], q["client_ms"]["p50"],
+                         q["speedup_vs_client_p50"], q.get("exact_ms_p50", ""),
+                         q.get("speedup_vs_exact_p50", ""), q["recall@10"],
+                         q.get(f"recall@{q['k']}", ""), q["client_recall@10"],
+                         f"{q['min_rows_returned']}/{q['rows_expected']}"])  # fmt: skip
+        parts.append(md_table(["shape", "k", "filter", "pglogic p50/p95/p99", "floor p50",
+                               "ratio", "client p50", "× client", "exact p50", "× exact",
+                               "recall@10", "recall@k", "client recall@10", "rows"], rows))  # fmt: skip
+        if r.get("throughput"):
+            parts += ["", "Throughput (3-term AND / OR / NOT mix):", ""]
+            parts.append(md_table(["clients", "queries", "q/s", "p50 ms", "p95 ms", "p99 ms",
+                                   "errors"],
+                                  [[t["clients"], t["queries"], t["qps"], t["p50_ms"],
+                                    t["p95_ms"], t["p99_ms"], t["errors"]]
+                                   for t in r["throughput"]]))  # fmt: skip
+        parts.append("")
+    for f in results.get("plots", []):
+        parts.append(f"![{f}]({f})")
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--terms", default="1,2,3,5,8")
+    ap.add_argument("--ks", default="10,100")
+    ap.add_argument("--queries", type=int, default=10, help="queries per (shape, k, filter)")
+    ap.add_argument("--exact-queries", type=int, default=2)
+    ap.add_argument("--clients", default="1,2,4,8")
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--home", default=str(DEFAULT_HOME))
+    ap.add_argument("--dsn", default=None)
+    ap.add_argument("--quick", action="store_true", help="10k vectors, 4 queries, 2 s per level")
+    args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.queries, args.seconds = "10000", 4, 2.0
+    from pathlib import Path
+
+    base = server_dsn(Path(args.home), args.dsn)
+    results: dict[str, Any] = {"machine": machine(base), "sizes": {}, "args": vars(args)}
+    shape_texts = shapes([int(x) for x in args.terms.split(",")])
+    ks = [int(x) for x in args.ks.split(",")]
+    for size in [int(x) for x in args.sizes.split(",")]:
+        print(f"== {size:,} vectors", flush=True)
+        dsn = fresh_database(base, DB_NAME)
+        try:
+            with connect(dsn) as conn:
+                mem = MemorySampler(postmaster_pid(conn))
+                data = make_dataset(size, args.seed)
+                corpus, loaded = load(conn, data, mem)
+                conn.autocommit = True
+                print(f"  loaded {loaded}", flush=True)
+                mem.phase = "queries"
+                rows = run_matrix(conn, corpus, data, shape_texts, ks, args.queries,
+                                  args.exact_queries, args.seed)  # fmt: skip
+                mem.phase = "concurrency"
+                tp = throughput(dsn, corpus, data, [int(c) for c in args.clients.split(",")],
+                                args.seconds, args.seed)  # fmt: skip
+                mem.stop()
+            results["sizes"][str(size)] = {
+                "load": loaded, "queries": rows, "throughput": tp,
+                "memory_peak_mib": {k: round(v) for k, v in mem.peaks.items() if k != "idle"},
+            }  # fmt: skip
+        finally:
+            drop_database(base, DB_NAME)
+        results["plots"] = plots(results)
+        write_results("scale", results, markdown(results))
+
+
+if __name__ == "__main__":
+    main()
