@@ -19,13 +19,19 @@ from typing import Any
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query
+from pglogic.compile import (
+    CompiledQuery,
+    SearchOptions,
+    Source,
+    compile_query,
+    prefer_exact,
+)
 from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
 from pglogic.embed import Embedder
 from pglogic.errors import QueryError
 from pglogic.filters import Filter, filters_sql
-from pglogic.query import Node, Term, parse
+from pglogic.query import Node, Term, parse, positive_terms
 
 
 @dataclass(frozen=True)
@@ -158,8 +164,13 @@ def search(
     t0 = time.perf_counter()
     tree = to_tree(query)
     iterative = server_has_iterative_scan(conn) and opts.iterative_scan
+    selectivity = None
+    if opts.filters and not opts.exact:
+        selectivity, matches = estimate_filter(conn, corpus, opts.filters)
+        n_cand = len(positive_terms(tree))
+        if n_cand and opts.depth is None and prefer_exact(matches, opts.k, n_cand):
+            opts = replace(opts, exact=True)  # so few rows pass: scoring them all is cheaper
     overfetch = bool(opts.filters) and not iterative and not opts.exact
-    selectivity = estimate_selectivity(conn, corpus, opts.filters) if overfetch else None
     compiled = compile_query(
         tree, corpus, opts, server_has_iterative_scan=iterative, filter_selectivity=selectivity
     )
@@ -192,13 +203,26 @@ def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Fil
         >>> estimate_selectivity(conn, corpus, [Contains({"site": "cooking"})])  # doctest: +SKIP
         0.498
     """
-    if not filters:
-        return 1.0
+    return estimate_filter(conn, corpus, filters)[0]
+
+
+def estimate_filter(
+    conn: Connection, corpus: Corpus, filters: Sequence[Filter]
+) -> tuple[float, float]:
+    """Return (selectivity, estimated matching rows) of ``filters``; see estimate_selectivity.
+
+    Example:
+        >>> estimate_filter(conn, corpus, [Contains({"site": "cooking"})])  # doctest: +SKIP
+        (0.498, 4980.0)
+    """
     row = conn.execute(
-        "SELECT relpages FROM pg_class WHERE oid = %s::regclass",
+        "SELECT relpages, reltuples FROM pg_class WHERE oid = %s::regclass",
         (f"{SCHEMA}.{corpus.table_name}",),
     ).fetchone()
     pages = max(1, int(row[0])) if row else 1
+    rows = max(0.0, float(row[1])) if row else 0.0
+    if not filters:
+        return 1.0, rows
     percent = min(100.0, 100.0 * 1000 / pages)
     src = Source.for_corpus(corpus)
     where, params = filters_sql(filters, src.col("metadata"), prefix="f")
@@ -208,6 +232,7 @@ def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Fil
     ).format(where=where, from_=src.from_, percent=sql.Placeholder("percent"))
     res = conn.execute(stmt, {**params, "percent": percent}).fetchone()
     if not res or not res[1]:
-        return 1.0
+        return 1.0, rows
     # at least one match in the sample's worth, so a rare filter never looks impossible
-    return max(int(res[0]), 1) / int(res[1])
+    selectivity = max(int(res[0]), 1) / int(res[1])
+    return selectivity, selectivity * max(rows, float(res[1]))

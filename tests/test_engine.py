@@ -782,7 +782,7 @@ def test_overfetch_returns_k_rows_without_iterative_scans(
     assert len(execute(index_conn, plain, HAND_TERMS)) < 10  # 10 scanned, about 5 pass
     res = search(
         index_conn, filtered, '"A"', embedder=emb,
-        options=SearchOptions(k=10, filters=half, iterative_scan=False),
+        options=SearchOptions(k=10, filters=half, iterative_scan=False, depth=100),
     )  # fmt: skip
     assert res.compiled.settings == {"hnsw.ef_search": "200"}  # depth 100 / 0.5
     assert "database_overfetch" not in res.timings
@@ -792,11 +792,30 @@ def test_overfetch_returns_k_rows_without_iterative_scans(
     rare = (parse_filter("year=1995"),)
     res = search(
         index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
-        options=SearchOptions(k=10, filters=rare, iterative_scan=False),
+        options=SearchOptions(k=10, filters=rare, iterative_scan=False, depth=100),
     )  # fmt: skip
     assert "database_overfetch" in res.timings
     exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
     assert len(res.hits) == 10
+    assert [h.id for h in res.hits] == [h.id for h in exact]
+
+
+@db
+def test_selective_filters_score_the_matching_rows(
+    index_conn: psycopg.Connection[Any], filtered: Corpus
+) -> None:
+    """Few matching rows (here 100 of 2,000): an exact scan of them, not filtered HNSW scans."""
+    emb = CountingEmbedder(HAND_TERMS)  # type: ignore[arg-type]
+    rare = (parse_filter("year=1995"),)
+    res = search(index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
+                 options=SearchOptions(k=10, filters=rare))  # fmt: skip
+    assert res.compiled.candidate_terms == [] and "hnsw.ef_search" not in res.compiled.settings
+    exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
+    assert [h.id for h in res.hits] == [h.id for h in exact]
+    # an explicit depth keeps the index path
+    res = search(index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
+                 options=SearchOptions(k=10, filters=rare, depth=100))  # fmt: skip
+    assert res.compiled.candidate_terms == ["A"]
     assert [h.id for h in res.hits] == [h.id for h in exact]
 
 
