@@ -1,0 +1,94 @@
+"""Recall@10 vs ``hnsw.ef_search`` / depth at one corpus size (diagnostic for bench/scale.py).
+
+    python bench/ef_sweep.py [--size 1000000] [--queries 20]
+
+Same data as ``scale.py`` (``query.make_dataset``, seed 11). For 1-term, AND 3, OR 3 and NOT 3
+queries (k = 10, no filter) it runs ``search`` with ``depth`` = ``ef_search`` = each value of
+``--efs`` and reports recall@10 against exact NumPy evaluation and p50 latency. Results:
+``bench/results/ef_sweep.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import (
+    DEFAULT_HOME,
+    drop_database,
+    fresh_database,
+    machine,
+    machine_md,
+    md_table,
+    percentile,
+    server_dsn,
+    write_results,
+)
+from query import make_dataset, make_queries
+from scale import MemorySampler, Vectors, exact_top, load, recall
+
+from pglogic.compile import SearchOptions
+from pglogic.db import connect
+from pglogic.query import parse
+from pglogic.search import search
+
+SHAPES = {"1 term": '"t1"', "AND 3": '"t1" AND "t2" AND "t3"', "OR 3": '"t1" OR "t2" OR "t3"',
+          "NOT 3": '"t1" AND "t2" AND NOT "t3"'}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--size", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--efs", default="100,200,400,800,1000")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--home", default=str(DEFAULT_HOME))
+    ap.add_argument("--dsn", default=None)
+    args = ap.parse_args()
+    base = server_dsn(Path(args.home), args.dsn)
+    dsn = fresh_database(base, "bench_ef_sweep")
+    rows: list[dict[str, Any]] = []
+    try:
+        with connect(dsn) as conn:
+            data = make_dataset(args.size, args.seed)
+            corpus, loaded = load(conn, data, MemorySampler(None))
+            conn.autocommit = True
+            print(f"loaded {loaded}", flush=True)
+            mask = np.ones(len(data.vectors), dtype=bool)
+            emb = Vectors()
+            for si, (shape, text) in enumerate(SHAPES.items()):
+                tree = parse(text)
+                n = len(set(text.split('"')[1::2]))
+                queries = make_queries(data, args.queries, n, args.seed + 1000 + si)
+                truths = [exact_top(tree, data, v, mask, 10) for v in queries]
+                for ef in (int(x) for x in args.efs.split(",")):
+                    opts = SearchOptions(k=10, depth=ef, ef_search=ef)
+                    lat, rec = [], []
+                    for vecs, truth in zip(queries, truths, strict=True):
+                        emb.current = vecs
+                        t0 = time.perf_counter()
+                        res = search(conn, corpus, tree, embedder=emb, options=opts)
+                        lat.append(time.perf_counter() - t0)
+                        rec.append(recall([h.id for h in res.hits], truth, 10))
+                    row = {"shape": shape, "ef_search=depth": ef,
+                           "recall@10": round(float(np.mean(rec)), 3),
+                           "p50_ms": round(percentile(lat, 50) * 1000, 2)}  # fmt: skip
+                    rows.append(row)
+                    print(row, flush=True)
+    finally:
+        drop_database(base, "bench_ef_sweep")
+    result = {"machine": machine(base), "size": args.size, "load": loaded, "rows": rows}
+    md = "\n".join([
+        f"# Recall vs ef_search at {args.size:,} vectors (`bench/ef_sweep.py`)", "",
+        machine_md(result["machine"]), "",
+        md_table(["shape", "ef_search = depth", "recall@10", "p50 ms"],
+                 [[r["shape"], r["ef_search=depth"], r["recall@10"], r["p50_ms"]] for r in rows]),
+    ]) + "\n"  # fmt: skip
+    write_results("ef_sweep", result, md)
+
+
+if __name__ == "__main__":
+    main()
