@@ -432,6 +432,58 @@ def throughput(
     return out
 
 
+PHRASES = [
+    "oil prices",
+    "natural gas",
+    "crude output",
+    "opec quota",
+    "refinery strike",
+    "grain exports",
+    "wheat harvest",
+    "corn futures",
+    "soybean crop",
+    "rice tariffs",
+    "interest rates",
+    "bond yields",
+    "currency reserves",
+    "trade deficit",
+    "stock split",
+]
+
+
+def embedding_share(conn: Connection, corpus: Corpus) -> list[dict[str, Any]]:
+    """Term embedding (all-MiniLM-L6-v2, batched, LRU-cached) vs database time of ``search``.
+
+    Per number of terms: 10 AND queries of distinct phrases; "cold" = first time (one batched
+    model call for the query's terms), "warm" = the same queries again (cache hits).
+    """
+    from pglogic.embed import CachedEmbedder, get_embedder
+
+    cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2"), size=4096)
+    cached.embed(["warm-up of the model"])
+    out = []
+    for n in (1, 3, 5):
+        texts = []
+        for i in range(10):
+            words = [PHRASES[(i * 7 + j * 3) % len(PHRASES)] + f" {i}" for j in range(n)]
+            texts.append(" AND ".join(f'"{w}"' for w in dict.fromkeys(words)))
+        for phase in ("cold", "warm"):
+            emb_s, db_s, total_s = [], [], []
+            for q in texts:
+                t0 = time.perf_counter()
+                res = search(conn, corpus, q, embedder=cached)
+                total_s.append(time.perf_counter() - t0)
+                emb_s.append(res.timings["embed"])
+                db_s.append(res.timings["database"])
+            share = sum(emb_s) / sum(total_s)
+            out.append({"terms": n, "cache": phase, "embed_ms_p50": round(percentile(emb_s, 50) * 1e3, 2),
+                        "database_ms_p50": round(percentile(db_s, 50) * 1e3, 2),
+                        "total_ms_p50": round(percentile(total_s, 50) * 1e3, 2),
+                        "embed_share": round(share, 3)})  # fmt: skip
+            print(f"  embedding {n} terms {phase}: {out[-1]}", flush=True)
+    return out
+
+
 def plots(results: dict[str, Any]) -> list[str]:
     import matplotlib
 
@@ -552,6 +604,17 @@ def markdown(results: dict[str, Any]) -> str:
         parts.append(md_table(["shape", "k", "filter", "pglogic p50/p95/p99", "floor p50",
                                "ratio", "ratio n", "client p50", "× client", "exact p50", "× exact",
                                "recall@10", "recall@k", "client recall@10", "rows"], rows))  # fmt: skip
+        if r.get("embedding"):
+            parts += [
+                "",
+                "Query-term embedding (all-MiniLM-L6-v2, batched, LRU cache) vs "
+                "database time of `search()`, AND queries, p50 ms:",
+                "",
+            ]
+            parts.append(md_table(["terms", "cache", "embed", "database", "total", "embed share"],
+                                  [[e["terms"], e["cache"], e["embed_ms_p50"],
+                                    e["database_ms_p50"], e["total_ms_p50"],
+                                    f"{100 * e['embed_share']:.0f}%"] for e in r["embedding"]]))  # fmt: skip
         if r.get("throughput"):
             parts += ["", "Throughput (3-term AND / OR / NOT mix):", ""]
             parts.append(md_table(["clients", "queries", "q/s", "p50 ms", "p95 ms", "p99 ms",
@@ -577,6 +640,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--home", default=str(DEFAULT_HOME))
     ap.add_argument("--dsn", default=None)
+    ap.add_argument(
+        "--no-embedding",
+        dest="embedding",
+        action="store_false",
+        help="skip the embedding-share measurement (real model)",
+    )
     ap.add_argument("--merge", action="store_true", help="keep other sizes in scale.json")
     ap.add_argument("--quick", action="store_true", help="10k vectors, 4 queries, 2 s per level")
     args = ap.parse_args()
@@ -606,12 +675,13 @@ def main() -> None:
                 mem.phase = "queries"
                 rows = run_matrix(conn, corpus, data, shape_texts, ks, args.queries,
                                   args.exact_queries, args.seed)  # fmt: skip
+                share = embedding_share(conn, corpus) if args.embedding else []
                 mem.phase = "concurrency"
                 tp = throughput(dsn, corpus, data, [int(c) for c in args.clients.split(",")],
                                 args.seconds, args.seed)  # fmt: skip
                 mem.stop()
             results["sizes"][str(size)] = {
-                "load": loaded, "queries": rows, "throughput": tp,
+                "load": loaded, "queries": rows, "throughput": tp, "embedding": share,
                 "memory_peak_mib": {k: round(v) for k, v in mem.peaks.items() if k != "idle"},
             }  # fmt: skip
         finally:
