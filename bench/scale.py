@@ -56,7 +56,7 @@ from query import DIM, Dataset, make_dataset, make_queries
 from pglogic.compile import SearchOptions, compile_query
 from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus, get_corpus
 from pglogic.db import Connection, connect
-from pglogic.filters import Comparison, Filter
+from pglogic.filters import Comparison, Filter, filters_sql
 from pglogic.ingest import ingest_records
 from pglogic.operators import evaluate_numpy, resolve_family
 from pglogic.query import Node, parse, positive_terms
@@ -191,35 +191,27 @@ def floor_run(
     """(a): one plain HNSW query per candidate term at the library's depth and settings."""
     compiled = compile_query(tree, corpus, opts)
     depth = compiled.params.get("depth", opts.k)
-    where = compile_filter(corpus, opts.filters)
-    stmts = [
-        sql.SQL(
-            "SELECT id FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
-        ).format(t=corpus.table, w=where[0], dim=sql.Literal(DIM))
-        for _ in compiled.candidate_terms
-    ]
-    settings = list(compiled.settings.items())
+    where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
+    stmt = sql.SQL(
+        "SELECT id FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
+    ).format(t=corpus.table, w=where, dim=sql.Literal(DIM))
 
     def run() -> float:
         t0 = time.perf_counter()
-        for stmt, term in zip(stmts, compiled.candidate_terms, strict=True):
+        for term in compiled.candidate_terms:
             with conn.transaction():
-                conn.execute(
-                    "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(settings)),
-                    [x for kv in settings for x in kv],
-                )
-                conn.execute(stmt, {**where[1], "v": vecs[term], "n": depth}).fetchall()
+                set_local(conn, compiled.settings)
+                conn.execute(stmt, {**fparams, "v": vecs[term], "n": depth}).fetchall()
         return time.perf_counter() - t0
 
     return run
 
 
-def compile_filter(
-    corpus: Corpus, filters: Sequence[Filter]
-) -> tuple[sql.Composable, dict[str, Any]]:
-    from pglogic.filters import filters_sql
-
-    return filters_sql(filters, sql.SQL("d.metadata"), prefix="f")
+def set_local(conn: Connection, settings: dict[str, str]) -> None:
+    """``set_config(name, value, true)`` for every setting, in one statement."""
+    if settings:
+        calls = ", ".join(["set_config(%s, %s, true)"] * len(settings))
+        conn.execute("SELECT " + calls, [x for kv in settings.items() for x in kv])
 
 
 def client_run(
@@ -228,7 +220,7 @@ def client_run(
     """(b): per candidate term an HNSW query for ids + vectors; NumPy scoring; top-k columns."""
     compiled = compile_query(tree, corpus, opts)
     depth = compiled.params.get("depth", opts.k)
-    where, fparams = compile_filter(corpus, opts.filters)
+    where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
         "SELECT id, embedding FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim})"
         " LIMIT %(n)s"
@@ -236,7 +228,6 @@ def client_run(
     cols = sql.SQL(
         "SELECT id, external_id, title, metadata FROM {t} WHERE id = ANY(%(ids)s)"
     ).format(t=corpus.table)
-    settings = list(compiled.settings.items())
     family = resolve_family("itlr")
     names = compiled.terms
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
@@ -244,12 +235,9 @@ def client_run(
     def run() -> tuple[float, list[int]]:
         t0 = time.perf_counter()
         ids: list[int] = []
-        embs: list[np.ndarray] = []
+        embs: list[Any] = []  # pgvector.Vector (binary)
         with conn.transaction():
-            conn.execute(
-                "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(settings)),
-                [x for kv in settings for x in kv],
-            )
+            set_local(conn, compiled.settings)
             cur = conn.cursor(binary=True)
             for term in compiled.candidate_terms:
                 for i, e in cur.execute(stmt, {**fparams, "v": vecs[term], "n": depth}):
@@ -258,12 +246,7 @@ def client_run(
         uniq, first = np.unique(np.asarray(ids), return_index=True)
         if len(uniq) == 0:
             return time.perf_counter() - t0, []
-        m = np.stack(
-            [
-                np.asarray(getattr(embs[j], "to_numpy", lambda e=embs[j]: e)(), dtype=np.float32)
-                for j in first
-            ]
-        )
+        m = np.stack([embs[j].to_numpy() for j in first]).astype(np.float32)
         sims = (m @ qmat.T) / np.linalg.norm(m, axis=1, keepdims=True)
         scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, family)
         order = np.lexsort((uniq, -scores))[: opts.k]
