@@ -106,8 +106,22 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
-def make_dataset(rows: int, seed: int, n_topics: int = 100, per_topic: int = 10) -> Dataset:
-    """Topics -> centres -> points (see the module docstring); deterministic for ``seed``."""
+def make_dataset(
+    rows: int,
+    seed: int,
+    n_topics: int = 100,
+    per_topic: int = 10,
+    kind: str = "isotropic",
+    rank: int = 48,
+) -> Dataset:
+    """Topics -> centres -> points (see the module docstring); deterministic for ``seed``.
+
+    ``kind="isotropic"``: a point is its centre + Gaussian noise over all 384 dimensions (every
+    point of a cluster almost equally far from a query: the worst case for an ANN index).
+    ``kind="manifold"``: the spread of each cluster lies in its own random ``rank``-dimensional
+    subspace, plus a little isotropic noise, so the local intrinsic dimension is low as in real
+    sentence embeddings (``bench/realism.py`` compares both with all-MiniLM-L6-v2).
+    """
     rng = np.random.default_rng(seed)
     topics = _normalise(rng.standard_normal((n_topics, DIM)))
     centres = _normalise(
@@ -115,8 +129,27 @@ def make_dataset(rows: int, seed: int, n_topics: int = 100, per_topic: int = 10)
         + 1.0 * rng.standard_normal((n_topics * per_topic, DIM)) / np.sqrt(DIM)
     )
     labels = rng.integers(0, len(centres), size=rows)
-    vectors = _normalise(centres[labels] + 0.8 * rng.standard_normal((rows, DIM)) / np.sqrt(DIM))
+    if kind == "isotropic":
+        noise = 0.8 * rng.standard_normal((rows, DIM)) / np.sqrt(DIM)
+        vectors = _normalise(centres[labels] + noise)
+        return Dataset(topics, centres, per_topic, vectors, labels)
+    if kind != "manifold":
+        raise ValueError(f"unknown kind {kind!r}")
+    vectors = np.empty((rows, DIM), dtype=np.float32)
+    for c in range(len(centres)):
+        members = np.flatnonzero(labels == c)
+        basis, _ = np.linalg.qr(rng.standard_normal((DIM, rank)))  # the cluster's own subspace
+        z = rng.standard_normal((len(members), rank)) / np.sqrt(rank)
+        iso = rng.standard_normal((len(members), DIM)) / np.sqrt(DIM)
+        vectors[members] = _normalise(
+            centres[c] + MANIFOLD_SPREAD * z @ basis.T + MANIFOLD_NOISE * iso
+        )
     return Dataset(topics, centres, per_topic, vectors, labels)
+
+
+#: Spread of a "manifold" cluster within / off its subspace (calibrated in bench/realism.py).
+MANIFOLD_SPREAD = 0.8
+MANIFOLD_NOISE = 0.25
 
 
 def make_queries(

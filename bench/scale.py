@@ -51,6 +51,7 @@ from benchlib import (
     write_results,
 )
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from query import DIM, Dataset, make_dataset, make_queries
 
 from pglogic.compile import SearchOptions, compile_query
@@ -165,6 +166,12 @@ def load(conn: Connection, data: Dataset, mem: MemorySampler) -> tuple[Corpus, d
         "table_mib": round(info.table_bytes / 2**20, 1),
         "index_mib": round(info.index_bytes / 2**20, 1),
     }
+
+
+def database_exists(dsn: str, name: str) -> bool:
+    with connect(dsn) as conn:
+        row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    return row is not None
 
 
 def exact_top(
@@ -630,6 +637,24 @@ def main() -> None:
         help="skip the embedding-share measurement (real model)",
     )
     ap.add_argument("--merge", action="store_true", help="keep other sizes in scale.json")
+    ap.add_argument(
+        "--data",
+        default="manifold",
+        choices=["manifold", "isotropic"],
+        help="synthetic data: clusters on low-dimensional subspaces like real embeddings "
+        "(default) or isotropic Gaussian clusters (worst case for HNSW); see bench/realism.py",
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the database bench_scale_<size> for --reuse"
+    )
+    ap.add_argument(
+        "--load-only", action="store_true", help="with --keep: load and index, no queries"
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse a database kept by --keep (same size, data and seed): no load, no build",
+    )
     ap.add_argument("--quick", action="store_true", help="10k vectors, 4 queries, 2 s per level")
     args = ap.parse_args()
     if args.quick:
@@ -647,14 +672,37 @@ def main() -> None:
     ks = [int(x) for x in args.ks.split(",")]
     for size in [int(x) for x in args.sizes.split(",")]:
         print(f"== {size:,} vectors", flush=True)
-        dsn = fresh_database(base, DB_NAME)
+        db_name = f"{DB_NAME}_{size}_{args.data}_{args.seed}"
+        before = json.loads(previous.read_text()) if previous.exists() else {"sizes": {}}
+        kept_size = before["sizes"].get(str(size), {})
+        kept = kept_size.get("load") if kept_size.get("load", {}).get("data") == args.data else None
+        if args.reuse and kept and database_exists(base, db_name):
+            dsn = make_conninfo(base, dbname=db_name)
+        else:
+            dsn = fresh_database(base, db_name)
+            kept = None
         try:
             with connect(dsn) as conn:
                 mem = MemorySampler(postmaster_pid(conn))
-                data = make_dataset(size, args.seed)
-                corpus, loaded = load(conn, data, mem)
+                data = make_dataset(size, args.seed, kind=args.data)
+                if kept:
+                    corpus, loaded = get_corpus(conn, "scale"), kept
+                    mem.peaks.update({ph: v for ph, v in kept_size["memory_peak_mib"].items()
+                                      if ph in ("load", "hnsw build")})  # fmt: skip
+                else:
+                    corpus, loaded = load(conn, data, mem)
+                loaded["data"] = args.data
                 conn.autocommit = True
                 print(f"  loaded {loaded}", flush=True)
+                if args.load_only:
+                    mem.stop()
+                    results["sizes"][str(size)] = {
+                        "load": loaded, "queries": [], "throughput": [], "embedding": [],
+                        "memory_peak_mib": {k: round(v) for k, v in mem.peaks.items()
+                                            if k != "idle"},
+                    }  # fmt: skip
+                    write_results("scale", results, "")
+                    continue
                 mem.phase = "queries"
                 rows = run_matrix(conn, corpus, data, shape_texts, ks, args.queries,
                                   args.exact_queries, args.seed)  # fmt: skip
@@ -668,7 +716,8 @@ def main() -> None:
                 "memory_peak_mib": {k: round(v) for k, v in mem.peaks.items() if k != "idle"},
             }  # fmt: skip
         finally:
-            drop_database(base, DB_NAME)
+            if not args.keep:
+                drop_database(base, db_name)
         fill_derived(results)
         results["plots"] = plots(results)
         write_results("scale", results, markdown(results))

@@ -2,20 +2,20 @@
 
 Statement shape (approximate mode)::
 
-    WITH c0 AS MATERIALIZED (SELECT id FROM corpus WHERE <filter>
-                             ORDER BY embedding <=> %(v0)s LIMIT %(depth)s),   -- one per
-         c1 AS MATERIALIZED (...),                                             -- positive term
-         cand AS (SELECT id FROM c0 UNION SELECT id FROM c1),
-         sims AS MATERIALIZED (SELECT d.id, ..., 1 - (d.embedding <=> %(v0)s) AS s0, ...
-                               FROM cand JOIN corpus d)   -- each distance computed once
-    SELECT id, external_id, title, <fuzzy expression over s0..sn> AS score, s0, ..., sn
-    FROM sims ORDER BY score DESC, id LIMIT %(k)s
+    WITH c0 AS MATERIALIZED (SELECT id, 1 - (embedding <=> %(v0)s) AS s0, ..., sn
+                             FROM corpus WHERE <filter>                        -- one per
+                             ORDER BY embedding <=> %(v0)s LIMIT %(depth)s),   -- positive term
+         c1 AS MATERIALIZED (... ORDER BY embedding <=> %(v1)s ...),
+         sims AS (SELECT id, s0, ..., sn FROM c0 UNION SELECT id, s0, ..., sn FROM c1)
+    SELECT id, external_id, title, metadata, score, s0, ..., sn     -- columns of the top k only
+    FROM (SELECT id, <fuzzy expression over s0..sn> AS score, s0, ..., sn
+          FROM sims ORDER BY score DESC, id LIMIT %(k)s) top JOIN corpus ...
 
 Each HNSW CTE is served by the corpus's HNSW index. Only terms of positive polarity (under an
 even number of NOTs) generate candidates: "far from X" cannot be served by an index. Identical
 terms share one CTE and one vector. Exact mode scores every (filtered) document instead.
 Session settings (``hnsw.ef_search``, iterative scans) are returned separately and applied with
-``set_config(..., true)`` (i.e. ``SET LOCAL``) in the same transaction.
+``SET LOCAL`` in the same transaction (:func:`set_local`).
 
 Example:
     >>> from pglogic.query import parse
@@ -76,6 +76,23 @@ def prefer_exact(matching_rows: float, k: int, candidate_terms: int) -> bool:
     """
     depth = default_depth(k, candidate_terms)
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
+
+
+def set_local(settings: Mapping[str, str]) -> list[sql.Composed]:
+    """``SET LOCAL name = 'value'`` statements for a compiled query's settings.
+
+    ``SET LOCAL`` (rather than ``set_config``) is what Citus propagates to the shards' workers
+    inside a distributed transaction. Names and values come from pglogic, never from the user;
+    they are still quoted (``sql.Identifier`` / ``sql.Literal``) since SET takes no parameters.
+
+    Example:
+        >>> print(set_local({"hnsw.ef_search": "100"})[0].as_string(None))
+        SET LOCAL "hnsw"."ef_search" = '100'
+    """
+    return [
+        sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value))
+        for name, value in settings.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -328,13 +345,17 @@ def compile_query(
         del params[pre + "depth"]  # ef_search alone sets how far the scan looks
         return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)
 
+    # Every candidate CTE computes all the similarities on the rows its index scan fetched
+    # anyway: no second lookup of each candidate (by primary key) in a table that may not fit
+    # in memory. A document found by two terms gets the same values twice; UNION keeps one.
     ctes = [
         sql.SQL(
-            "{name} AS MATERIALIZED (SELECT {id} FROM {from_} WHERE {where}"
+            "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
             " ORDER BY {dist} LIMIT {depth})"
         ).format(
             name=sql.Identifier(f"c{index_of[t]}"),
             id=src.col(src.id),
+            sims=sims,
             from_=src.from_,
             where=where,
             dist=distance(index_of[t]),
@@ -342,22 +363,12 @@ def compile_query(
         )
         for t in cand_terms
     ]
+    cols = sql.SQL(", ").join([idc, *(sim_col[t] for t in all_terms)])
     union = sql.SQL(" UNION ").join(
-        sql.SQL("SELECT {} FROM {}").format(idc, sql.Identifier(f"c{index_of[t]}"))
+        sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(f"c{index_of[t]}"))
         for t in cand_terms
     )
-    statement = sql.SQL(
-        "WITH {ctes},\n"
-        "cand AS ({union}),\n"
-        "sims AS MATERIALIZED (SELECT {id}, {sims} FROM cand JOIN {from_} ON {id} = cand.{idc})\n"
-        "{final}"
-    ).format(
-        ctes=sql.SQL(",\n").join(ctes),
-        union=union,
-        sims=sims,
-        from_=src.from_,
-        id=src.col(src.id),
-        idc=idc,
-        final=final,
+    statement = sql.SQL("WITH {ctes},\nsims AS ({union})\n{final}").format(
+        ctes=sql.SQL(",\n").join(ctes), union=union, final=final
     )
     return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)

@@ -25,6 +25,7 @@ from pglogic.compile import (
     Source,
     compile_query,
     prefer_exact,
+    set_local,
 )
 from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
@@ -118,20 +119,22 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
     names = list(compiled.settings)
     # Inside the caller's transaction SET LOCAL would outlive the query: save and restore.
     restore = conn.info.transaction_status != TransactionStatus.IDLE
-    with conn.transaction():
-        if names:  # one round trip for all settings (and their previous values)
-            calls = ["current_setting(%s, true)"] * len(names) if restore else []
-            calls += ["set_config(%s, %s, true)"] * len(names)
-            args = list(names) if restore else []
-            args += [x for item in compiled.settings.items() for x in item]
-            row = conn.execute("SELECT " + ", ".join(calls), args).fetchone()
+    old = None
+    if names and restore:
+        calls = ", ".join(["current_setting(%s, true)"] * len(names))
+        old = conn.execute("SELECT " + calls, names).fetchone()
+    # One round trip for BEGIN, the SET LOCALs and the statement (pipeline mode).
+    with conn.pipeline(), conn.transaction():
+        for stmt in set_local(compiled.settings):
+            conn.execute(stmt)
         rows = conn.execute(compiled.statement, params).fetchall()
-        if names and restore and row is not None:
-            for name, old in zip(names, row, strict=False):
-                if old in (None, ""):  # not set before (pgvector not loaded yet): the default
-                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-                else:
-                    conn.execute("SELECT set_config(%s, %s, true)", (name, old))
+        if old is not None:
+            back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
+            for stmt in set_local(back):
+                conn.execute(stmt)
+            for name in names:
+                if name not in back:  # not set before (pgvector not loaded yet): the default
+                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(*name.split("."))))
     n = len(compiled.terms)
     return [
         Hit(

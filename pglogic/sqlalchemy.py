@@ -37,7 +37,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement, TextClause
 from sqlalchemy.sql.util import find_tables
 
-from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query
+from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.embed import Embedder
 from pglogic.errors import InvalidInput
 from pglogic.query import Node
@@ -245,9 +245,9 @@ def _resolve(entity: Any, embedding: Any) -> tuple[Table, Column[Any], Column[An
     return table, pk[0], emb_col
 
 
-def _settings(stmt: LogicalSelect) -> dict[str, str]:
-    compiled = stmt.pglogic_compiled()
-    return compiled.settings
+def _settings(stmt: LogicalSelect) -> list[Any]:
+    """The search's settings as ``SET LOCAL`` statements (what Citus propagates to shards)."""
+    return [text(s.as_string(None)) for s in set_local(stmt.pglogic_compiled().settings)]
 
 
 def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
@@ -256,8 +256,8 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     Example:
         >>> rows = execute(session, stmt)  # doctest: +SKIP
     """
-    for name, value in _settings(stmt).items():
-        session.execute(text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
+    for setting in _settings(stmt):
+        session.execute(setting)
     return list(session.execute(stmt).all())
 
 
@@ -267,8 +267,8 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     Example:
         >>> rows = await execute_async(session, stmt)  # doctest: +SKIP
     """
-    for name, value in _settings(stmt).items():
-        await session.execute(text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
+    for setting in _settings(stmt):
+        await session.execute(setting)
     return list((await session.execute(stmt)).all())
 
 

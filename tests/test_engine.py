@@ -200,9 +200,9 @@ def test_identical_terms_share_one_cte_and_one_vector() -> None:
     assert compiled.candidate_terms == ["a", "b"]
     assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == 2
     assert text.count('"c0" AS MATERIALIZED') == 1
-    assert len(re.findall(r'SELECT \S+ FROM "c\d"', text)) == 2  # the union of the CTEs
-    assert text.count("%(v0)s") == 2  # the CTE and the similarity column
-    assert text.count("%(v2)s") == 1  # negated-only: similarity only
+    assert len(re.findall(r'SELECT "id", "s0", "s1", "s2" FROM "c\d"', text)) == 2  # the union
+    assert text.count("%(v0)s") == 3  # c0's ORDER BY and the similarity column of each CTE
+    assert text.count("%(v2)s") == 2  # negated-only: similarity only (in each CTE)
     params = compiled.with_vectors({t: np.ones(384) for t in "abc"})
     assert sorted(p for p in params if p.startswith("v")) == ["v0", "v1", "v2"]
     with pytest.raises(QueryError, match="No vector for term 'c'"):
@@ -1109,7 +1109,7 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert lines[0] == "SET LOCAL hnsw.ef_search = 100;"
     assert lines[1].startswith('WITH "c0" AS MATERIALIZED (SELECT ')
     assert '"pglogic"."corpus_0"' in lines[1]
-    assert proc.stdout.count("MATERIALIZED") == 2  # one HNSW CTE + sims
+    assert proc.stdout.count("MATERIALIZED") == 1  # one HNSW CTE (it computes every similarity)
     assert 'ORDER BY score DESC, "id" LIMIT %(k)s) top' in proc.stdout  # top k, then columns
     assert lines[-2] == 'ORDER BY top.score DESC, top."id";'
     params = json.loads(lines[-1].removeprefix("-- parameters: "))

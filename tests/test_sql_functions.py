@@ -288,11 +288,12 @@ def test_search_plan_has_the_compiler_shape(news: Conn, query: str, opts: Search
     assert p["operators"] == resolve_family(str(opts.operators)).spec
     statement = p["statement"]
     python_sql = compiled.as_string()
-    # The SQL function keeps migration 0002's shape (columns carried through sims); Python
-    # fetches the columns of the top k only and runs one term as plain k-NN.
+    # The SQL function keeps migration 0002's shape (columns carried through a materialized
+    # sims); Python computes the similarities in the candidate CTEs, fetches the columns of the
+    # top k only and runs one term as plain k-NN.
     single = len(compiled.terms) == 1 and not opts.exact
     for text, python in ((statement, False), (python_sql, True)):
-        ctes = len(compiled.candidate_terms) + (0 if opts.exact else 1)  # + sims
+        ctes = len(compiled.candidate_terms) + (0 if opts.exact or python else 1)  # + sims
         assert text.count("AS MATERIALIZED") == (1 if python and single else ctes)
         assert text.count(" UNION ") == max(0, len(compiled.candidate_terms) - 1)
         assert "ORDER BY score DESC, " in text
