@@ -1,11 +1,12 @@
 """Recall@10 vs ``hnsw.ef_search`` / depth at one corpus size (diagnostic for bench/scale.py).
 
-    python bench/ef_sweep.py [--size 1000000] [--queries 20]
+    python bench/ef_sweep.py [--size 1000000] [--queries 20] [--data manifold]
 
-Same data as ``scale.py`` (``query.make_dataset``, seed 11). For 1-term, AND 3, OR 3 and NOT 3
-queries (k = 10, no filter) it runs ``search`` with ``depth`` = ``ef_search`` = each value of
-``--efs`` and reports recall@10 against exact NumPy evaluation and p50 latency. Results:
-``bench/results/ef_sweep.{json,md}``.
+Same data as ``scale.py`` (``query.make_dataset``, seed 11; the database ``scale.py --keep``
+left is reused). For 1-term, AND 3, OR 3 and NOT 3 queries (k = 10, no filter) it runs
+``search`` with the library's defaults and with ``depth`` = ``ef_search`` = each value of
+``--efs``, and reports recall@10 against exact NumPy evaluation and p50 latency. Results:
+``bench/results/ef_sweep.{json,md}`` (``ef_sweep_isotropic.*`` for ``--data isotropic``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from benchlib import (
     write_results,
 )
 from query import make_dataset, make_queries
-from scale import MemorySampler, Vectors, exact_top, load, recall
+from scale import MemorySampler, Vectors, exact_top, kept_database, load, recall
 
 from pglogic.compile import SearchOptions
+from pglogic.corpus import get_corpus
 from pglogic.db import connect
 from pglogic.query import parse
 from pglogic.search import search
@@ -47,14 +49,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--home", default=str(DEFAULT_HOME))
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--data", default="manifold", choices=["manifold", "isotropic"])
     args = ap.parse_args()
     base = server_dsn(Path(args.home), args.dsn)
-    dsn = fresh_database(base, "bench_ef_sweep")
+    _, kept = kept_database(base, args.size, args.data, args.seed)
+    dsn = kept or fresh_database(base, "bench_ef_sweep")
     rows: list[dict[str, Any]] = []
     try:
         with connect(dsn) as conn:
-            data = make_dataset(args.size, args.seed)
-            corpus, loaded = load(conn, data, MemorySampler(None))
+            data = make_dataset(args.size, args.seed, kind=args.data)
+            if kept:
+                corpus, loaded = get_corpus(conn, "scale"), {"reused": kept.split("dbname=")[-1]}
+                conn.commit()
+            else:
+                corpus, loaded = load(conn, data, MemorySampler(None))
             conn.autocommit = True
             print(f"loaded {loaded}", flush=True)
             mask = np.ones(len(data.vectors), dtype=bool)
@@ -64,8 +72,8 @@ def main() -> None:
                 n = len(set(text.split('"')[1::2]))
                 queries = make_queries(data, args.queries, n, args.seed + 1000 + si)
                 truths = [exact_top(tree, data, v, mask, 10) for v in queries]
-                for ef in (int(x) for x in args.efs.split(",")):
-                    opts = SearchOptions(k=10, depth=ef, ef_search=ef)
+                for ef in [0, *(int(x) for x in args.efs.split(","))]:
+                    opts = SearchOptions(k=10, depth=ef, ef_search=ef) if ef else SearchOptions()
                     lat, rec = [], []
                     for vecs, truth in zip(queries, truths, strict=True):
                         emb.current = vecs
@@ -73,21 +81,24 @@ def main() -> None:
                         res = search(conn, corpus, tree, embedder=emb, options=opts)
                         lat.append(time.perf_counter() - t0)
                         rec.append(recall([h.id for h in res.hits], truth, 10))
-                    row = {"shape": shape, "ef_search=depth": ef,
+                    row = {"shape": shape, "ef_search=depth": ef or "default",
                            "recall@10": round(float(np.mean(rec)), 3),
                            "p50_ms": round(percentile(lat, 50) * 1000, 2)}  # fmt: skip
                     rows.append(row)
                     print(row, flush=True)
     finally:
-        drop_database(base, "bench_ef_sweep")
-    result = {"machine": machine(base), "size": args.size, "load": loaded, "rows": rows}
+        if not kept:
+            drop_database(base, "bench_ef_sweep")
+    result = {"machine": machine(base), "size": args.size, "data": args.data, "load": loaded,
+              "rows": rows}  # fmt: skip
     md = "\n".join([
-        f"# Recall vs ef_search at {args.size:,} vectors (`bench/ef_sweep.py`)", "",
+        f"# Recall vs ef_search at {args.size:,} vectors, {args.data} data (`bench/ef_sweep.py`)",
+        "",
         machine_md(result["machine"]), "",
         md_table(["shape", "ef_search = depth", "recall@10", "p50 ms"],
                  [[r["shape"], r["ef_search=depth"], r["recall@10"], r["p50_ms"]] for r in rows]),
     ]) + "\n"  # fmt: skip
-    write_results("ef_sweep", result, md)
+    write_results("ef_sweep" if args.data == "manifold" else "ef_sweep_isotropic", result, md)
 
 
 if __name__ == "__main__":

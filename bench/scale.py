@@ -4,7 +4,8 @@
 
 Per corpus size (deterministic synthetic clustered 384-d unit vectors, ``query.make_dataset``;
 metadata ``{"c": cluster, "g": i % 100}``), loaded with COPY through
-``pglogic.ingest.ingest_records`` and indexed with ``build_index(m=16, ef_construction=64)``:
+``pglogic.ingest.ingest_records`` and indexed with ``build_index(m=HNSW_M,
+ef_construction=HNSW_EF_CONSTRUCTION)``:
 
 * load time, HNSW build time, table and index size, peak memory (sum of PSS) of the Postgres
   processes per phase (load, build, queries, concurrency), sampled every 0.25 s with psutil;
@@ -14,7 +15,8 @@ metadata ``{"c": cluster, "g": i % 100}``), loaded with COPY through
   and recall@k against exact evaluation of the same formula (NumPy over all vectors, the
   operators' NumPy face), compared in the same run, per query and in rotating order, with
   (a) ``floor``: one plain HNSW query per candidate term at the same depth / ef_search
-  (``SELECT id ... ORDER BY embedding <=> v LIMIT depth``), summed;
+  (``SELECT id ... ORDER BY embedding <=> v LIMIT depth``, its ``SET LOCAL``s pipelined in
+  the same round trip, as ``search.execute`` does), summed;
   (b) ``client``: the same logical query written client-side: one HNSW query per candidate
   term fetching ids and vectors (binary), NumPy scoring, then the columns of the top k;
   (c) ``exact``: ``SearchOptions(exact=True)`` (sequential scan), on the first
@@ -54,17 +56,22 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from query import DIM, Dataset, make_dataset, make_queries
 
-from pglogic.compile import SearchOptions, compile_query
+from pglogic.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions, compile_query
+from pglogic.compile import set_local as set_local_statements
 from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus, get_corpus
 from pglogic.db import Connection, connect
 from pglogic.filters import Comparison, Filter, filters_sql
+from pglogic.guide import guide_vector
 from pglogic.ingest import ingest_records
 from pglogic.operators import evaluate_numpy, resolve_family
 from pglogic.query import Node, parse, positive_terms
 from pglogic.readers import Record
-from pglogic.search import search
+from pglogic.search import estimate_filter, search, server_has_iterative_scan
 
 DB_NAME = "bench_scale"
+#: HNSW build parameters of the benchmark corpora (pglogic's build_index defaults).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
 FILTERS: dict[str, tuple[Filter, ...]] = {
     "none": (),
     "10%": (Comparison("g", "<", 10),),
@@ -152,7 +159,8 @@ def load(conn: Connection, data: Dataset, mem: MemorySampler) -> tuple[Corpus, d
     ingest_records(conn, corpus, records(), embedder=None, batch_size=5000)
     load_s = time.perf_counter() - t0
     mem.phase = "hnsw build"
-    build_s = build_index(conn, "scale", m=16, ef_construction=64, maintenance_work_mem="4GB")
+    build_s = build_index(conn, "scale", m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION,
+                          maintenance_work_mem="4GB")  # fmt: skip
     mem.phase = "idle"
     conn.commit()
     conn.autocommit = True
@@ -162,7 +170,7 @@ def load(conn: Connection, data: Dataset, mem: MemorySampler) -> tuple[Corpus, d
         "load_s": round(load_s, 1),
         "load_rows_per_s": round(len(data.vectors) / load_s),
         "hnsw_build_s": round(build_s, 1),
-        "hnsw": "m=16, ef_construction=64",
+        "hnsw": f"m={HNSW_M}, ef_construction={HNSW_EF_CONSTRUCTION}",
         "table_mib": round(info.table_bytes / 2**20, 1),
         "index_mib": round(info.index_bytes / 2**20, 1),
     }
@@ -172,6 +180,12 @@ def database_exists(dsn: str, name: str) -> bool:
     with connect(dsn) as conn:
         row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
     return row is not None
+
+
+def kept_database(base: str, size: int, data: str, seed: int) -> tuple[str, str | None]:
+    """The name of the database of (size, data, seed), and its DSN if ``--keep`` left it."""
+    name = f"{DB_NAME}_{size}_{data}_{seed}"
+    return name, make_conninfo(base, dbname=name) if database_exists(base, name) else None
 
 
 def exact_top(
@@ -192,40 +206,62 @@ def recall(got: Sequence[int], truth: Sequence[int], k: int) -> float:
     return len(want & set(got[:k])) / len(want) if want else 1.0
 
 
+def index_plan(conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions) -> CompiledQuery:
+    """The index (HNSW) plan ``search()`` would compile: same depth, ef_search, guide, settings.
+
+    (``search()`` itself may score very selective filters exactly instead; the baselines always
+    get the index plan.)
+    """
+    iterative = server_has_iterative_scan(conn) and opts.iterative_scan
+    selectivity = estimate_filter(conn, corpus, opts.filters)[0] if opts.filters else None
+    return compile_query(tree, corpus, opts, server_has_iterative_scan=iterative,
+                         filter_selectivity=selectivity)  # fmt: skip
+
+
 def floor_run(
     conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions, vecs: dict[str, np.ndarray]
-) -> Callable[[], float]:
-    """(a): one plain HNSW query per candidate term at the library's depth and settings."""
-    compiled = compile_query(tree, corpus, opts)
+) -> Callable[[], tuple[float, float]]:
+    """(a): one plain HNSW query per candidate term at the library's depth and settings.
+
+    Returns the time of the term queries and, separately, of the same query along the guide
+    vector (the extra scan pglogic makes; 0 when the query has none).
+    """
+    compiled = index_plan(conn, corpus, tree, opts)
     depth = compiled.params.get("depth", opts.k)
     where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
         "SELECT id FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
     ).format(t=corpus.table, w=where, dim=sql.Literal(DIM))
+    scans = [(vecs[t], depth) for t in compiled.candidate_terms]
+    if compiled.guide_param:
+        scans.append((compiled.guide_vector(vecs), compiled.params[GUIDE_DEPTH]))
 
-    def run() -> float:
-        t0 = time.perf_counter()
-        for term in compiled.candidate_terms:
-            with conn.transaction():
+    def run() -> tuple[float, float]:
+        times = []
+        for vec, n in scans:  # as tight as search.execute: one round trip each
+            t0 = time.perf_counter()
+            with conn.pipeline(), conn.transaction():
                 set_local(conn, compiled.settings)
-                conn.execute(stmt, {**fparams, "v": vecs[term], "n": depth}).fetchall()
-        return time.perf_counter() - t0
+                conn.execute(stmt, {**fparams, "v": vec, "n": n}).fetchall()
+            times.append(time.perf_counter() - t0)
+        n_terms = len(compiled.candidate_terms)
+        return sum(times[:n_terms]), sum(times[n_terms:])
 
     return run
 
 
 def set_local(conn: Connection, settings: dict[str, str]) -> None:
-    """``set_config(name, value, true)`` for every setting, in one statement."""
-    if settings:
-        calls = ", ".join(["set_config(%s, %s, true)"] * len(settings))
-        conn.execute("SELECT " + calls, [x for kv in settings.items() for x in kv])
+    """``SET LOCAL name = value`` for every setting (as ``search.execute`` does)."""
+    for stmt in set_local_statements(settings):
+        conn.execute(stmt)
 
 
 def client_run(
     conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions, vecs: dict[str, np.ndarray]
 ) -> Callable[[], tuple[float, list[int]]]:
-    """(b): per candidate term an HNSW query for ids + vectors; NumPy scoring; top-k columns."""
-    compiled = compile_query(tree, corpus, opts)
+    """(b): per candidate scan (terms and, as pglogic, the guide vector: the same candidates, so
+    the same recall) an HNSW query for ids + vectors; NumPy scoring; top-k columns."""
+    compiled = index_plan(conn, corpus, tree, opts)
     depth = compiled.params.get("depth", opts.k)
     where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
@@ -239,15 +275,21 @@ def client_run(
     names = compiled.terms
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
 
+    settings = sql.SQL("; ").join(set_local_statements(compiled.settings))
+
     def run() -> tuple[float, list[int]]:
         t0 = time.perf_counter()
+        scans = [(vecs[t], depth) for t in compiled.candidate_terms]
+        if compiled.guide_param:
+            scans.append((guide_vector(tree, vecs), compiled.params[GUIDE_DEPTH]))
         ids: list[int] = []
         embs: list[Any] = []  # pgvector.Vector (binary)
         with conn.transaction():
-            set_local(conn, compiled.settings)
+            if compiled.settings:
+                conn.execute(settings)  # one round trip, as search.execute
             cur = conn.cursor(binary=True)
-            for term in compiled.candidate_terms:
-                for i, e in cur.execute(stmt, {**fparams, "v": vecs[term], "n": depth}):
+            for vec, n in scans:
+                for i, e in cur.execute(stmt, {**fparams, "v": vec, "n": n}):
                     ids.append(i)
                     embs.append(e)
         uniq, first = np.unique(np.asarray(ids), return_index=True)
@@ -300,7 +342,8 @@ def run_matrix(
         for k in ks:
             for fname, filters in FILTERS.items():
                 opts = SearchOptions(k=k, filters=filters)
-                lat: dict[str, list[float]] = {"pglogic": [], "floor": [], "client": []}
+                lat: dict[str, list[float]] = {"pglogic": [], "floor": [], "client": [],
+                                               "guide_scan": []}  # fmt: skip
                 rec10: list[float] = []
                 reck: list[float] = []
                 client_rec: list[float] = []
@@ -325,12 +368,16 @@ def run_matrix(
                             rec10.append(recall(got, truth, 10))
                             reck.append(recall(got, truth, k))
                         elif method == "floor":
-                            lat["floor"].append(floor())
+                            terms_s, guide_s = floor()
+                            lat["floor"].append(terms_s)
+                            lat["guide_scan"].append(guide_s)
                         else:
                             secs, top = client()
                             lat["client"].append(secs)
                             client_rec.append(recall(top, truth, 10))
                 ratio = [p / f for p, f in zip(lat["pglogic"], lat["floor"], strict=True)]
+                ratio_g = [p / (f + g) for p, f, g in
+                           zip(lat["pglogic"], lat["floor"], lat["guide_scan"], strict=True)]  # fmt: skip
                 row: dict[str, Any] = {
                     "shape": shape,
                     "terms": n_terms,
@@ -339,8 +386,10 @@ def run_matrix(
                     "filter": fname,
                     "pglogic_ms": ms(lat["pglogic"]),
                     "floor_ms": ms(lat["floor"]),
+                    "guide_scan_ms_p50": round(percentile(lat["guide_scan"], 50) * 1000, 2),
                     "client_ms": ms(lat["client"]),
                     "ratio_vs_floor_p50": round(float(np.median(ratio)), 2),
+                    "ratio_vs_floor_and_guide_p50": round(float(np.median(ratio_g)), 2),
                     "speedup_vs_client_p50": round(
                         percentile(lat["client"], 50) / percentile(lat["pglogic"], 50), 2
                     ),
@@ -474,7 +523,7 @@ def embedding_share(conn: Connection, corpus: Corpus) -> list[dict[str, Any]]:
     return out
 
 
-def plots(results: dict[str, Any]) -> list[str]:
+def plots(results: dict[str, Any], name: str = "scale") -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -515,7 +564,7 @@ def plots(results: dict[str, Any]) -> list[str]:
     axes[1].set_title(f"Growth with terms at {sizes[-1]:,} vectors (k=10)")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
-    path = RESULTS_DIR / "scale_latency.png"
+    path = RESULTS_DIR / f"{name}_latency.png"
     fig.savefig(path, dpi=110)
     files.append(path.name)
     plt.close(fig)
@@ -539,7 +588,7 @@ def plots(results: dict[str, Any]) -> list[str]:
     axes[1].set_title("Memory")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
-    path = RESULTS_DIR / "scale_throughput_memory.png"
+    path = RESULTS_DIR / f"{name}_throughput_memory.png"
     fig.savefig(path, dpi=110)
     files.append(path.name)
     plt.close(fig)
@@ -564,6 +613,9 @@ def markdown(results: dict[str, Any]) -> str:
     parts = ["# Scale benchmark (`bench/scale.py`)", "", machine_md(results["machine"]), ""]
     for s, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
         parts += [f"## {int(s):,} vectors", ""]
+        kind = r["load"].get("data", "isotropic")
+        parts += [f"Data: `{kind}` clusters (`query.make_dataset`; geometry vs real embeddings in "
+                  "`realism.md`).", ""]  # fmt: skip
         parts.append(md_table(["load s", "rows/s", "HNSW build s", "HNSW", "table MiB",
                                "index MiB", "peak PSS MiB by phase"],
                               [[r["load"]["load_s"], r["load"]["load_rows_per_s"],
@@ -574,10 +626,12 @@ def markdown(results: dict[str, Any]) -> str:
         parts += [
             "",
             "Latency p50 / p95 / p99 in ms. floor = the sum of one plain HNSW query per "
-            "candidate (positive) term at the same depth; ratio = pglogic / floor; "
-            "ratio n = pglogic / the sum of n single-term queries (n = all terms, the "
-            "goal's definition); client = client-side composition; exact = seq scan "
-            "(k = 10 only).",
+            "candidate (positive) term at the same depth; guide = the same query along the "
+            "guide vector (the one extra scan pglogic makes for 2+ terms); ratio = pglogic / "
+            "floor; ratio n = pglogic / the sum of n single-term queries (n = all terms, the "
+            "goal's definition); ratio +g = pglogic / (floor + guide), i.e. per index scan "
+            "made; client = the same candidate scans (terms + guide) done client-side; "
+            "exact = seq scan (k = 10 only).",
             "",
         ]
         rows = []
@@ -585,14 +639,17 @@ def markdown(results: dict[str, Any]) -> str:
             p = q["pglogic_ms"]
             rows.append([q["shape"], q["k"], q["filter"],
                          f"{p['p50']} / {p['p95']} / {p['p99']}", q["floor_ms"]["p50"],
+                         q.get("guide_scan_ms_p50", ""),
                          q["ratio_vs_floor_p50"], q["ratio_vs_n_terms_p50"],
+                         q.get("ratio_vs_floor_and_guide_p50", ""),
                          q["client_ms"]["p50"],
                          q["speedup_vs_client_p50"], q.get("exact_ms_p50", ""),
                          q.get("speedup_vs_exact_p50", ""), q["recall@10"],
                          q.get(f"recall@{q['k']}", ""), q["client_recall@10"],
                          f"{q['min_rows_returned']}/{q['rows_expected']}"])  # fmt: skip
         parts.append(md_table(["shape", "k", "filter", "pglogic p50/p95/p99", "floor p50",
-                               "ratio", "ratio n", "client p50", "× client", "exact p50", "× exact",
+                               "guide p50", "ratio", "ratio n", "ratio +g", "client p50",
+                               "× client", "exact p50", "× exact",
                                "recall@10", "recall@k", "client recall@10", "rows"], rows))  # fmt: skip
         if r.get("embedding"):
             parts += [
@@ -636,7 +693,12 @@ def main() -> None:
         action="store_false",
         help="skip the embedding-share measurement (real model)",
     )
-    ap.add_argument("--merge", action="store_true", help="keep other sizes in scale.json")
+    ap.add_argument("--merge", action="store_true", help="keep other sizes in <results>.json")
+    ap.add_argument(
+        "--results",
+        default="scale",
+        help="name of the result files (bench/results/<name>.{json,md}, plots <name>_*.png)",
+    )
     ap.add_argument(
         "--data",
         default="manifold",
@@ -663,7 +725,7 @@ def main() -> None:
 
     base = server_dsn(Path(args.home), args.dsn)
     results: dict[str, Any] = {"machine": machine(base), "sizes": {}, "args": {}}
-    previous = RESULTS_DIR / "scale.json"
+    previous = RESULTS_DIR / f"{args.results}.json"
     if args.merge and previous.exists():  # keep the other sizes of an earlier run
         results["sizes"] = json.loads(previous.read_text())["sizes"]
         results["args"] = json.loads(previous.read_text()).get("args", {})
@@ -672,12 +734,12 @@ def main() -> None:
     ks = [int(x) for x in args.ks.split(",")]
     for size in [int(x) for x in args.sizes.split(",")]:
         print(f"== {size:,} vectors", flush=True)
-        db_name = f"{DB_NAME}_{size}_{args.data}_{args.seed}"
+        db_name, kept_dsn = kept_database(base, size, args.data, args.seed)
         before = json.loads(previous.read_text()) if previous.exists() else {"sizes": {}}
         kept_size = before["sizes"].get(str(size), {})
         kept = kept_size.get("load") if kept_size.get("load", {}).get("data") == args.data else None
-        if args.reuse and kept and database_exists(base, db_name):
-            dsn = make_conninfo(base, dbname=db_name)
+        if args.reuse and kept and kept_dsn:
+            dsn = kept_dsn
         else:
             dsn = fresh_database(base, db_name)
             kept = None
@@ -701,7 +763,7 @@ def main() -> None:
                         "memory_peak_mib": {k: round(v) for k, v in mem.peaks.items()
                                             if k != "idle"},
                     }  # fmt: skip
-                    write_results("scale", results, "")
+                    write_results(args.results, results, "")
                     continue
                 mem.phase = "queries"
                 rows = run_matrix(conn, corpus, data, shape_texts, ks, args.queries,
@@ -719,8 +781,8 @@ def main() -> None:
             if not args.keep:
                 drop_database(base, db_name)
         fill_derived(results)
-        results["plots"] = plots(results)
-        write_results("scale", results, markdown(results))
+        results["plots"] = plots(results, args.results)
+        write_results(args.results, results, markdown(results))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,14 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from pglogic.corpus import SCHEMA, Corpus, IndexProgress, _poll_progress, get_corpus
+from pglogic.corpus import (
+    DEFAULT_EF_CONSTRUCTION,
+    SCHEMA,
+    Corpus,
+    IndexProgress,
+    _poll_progress,
+    get_corpus,
+)
 from pglogic.db import Connection
 from pglogic.embed import Embedder
 from pglogic.errors import EmbeddingError, InvalidInput, PglogicError
@@ -389,7 +396,7 @@ def build_embedding_index(
     *,
     model: str | None = None,
     m: int = 16,
-    ef_construction: int = 64,
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     concurrently: bool = True,
     maintenance_work_mem: str = "1GB",
     progress: Callable[[IndexProgress], None] | None = None,

@@ -201,7 +201,7 @@ class BackfillCorpusEmbeddingOp(MigrateOperation):
 
 @Operations.register_operation("create_corpus_hnsw_index")
 class CreateCorpusHnswIndexOp(MigrateOperation):
-    """``op.create_corpus_hnsw_index(name, model=None, m=16, ef_construction=64, concurrently=True)``.
+    """``op.create_corpus_hnsw_index(name, model=None, m=16, ef_construction=128, concurrently=True)``.
 
     ``model`` None means the active embedding. Reverse: drop the index.
 
@@ -215,7 +215,7 @@ class CreateCorpusHnswIndexOp(MigrateOperation):
         name: str,
         model: str | None = None,
         m: int = 16,
-        ef_construction: int = 64,
+        ef_construction: int = corpora.DEFAULT_EF_CONSTRUCTION,
         concurrently: bool = True,
     ) -> None:
         self.name = name
@@ -231,7 +231,7 @@ class CreateCorpusHnswIndexOp(MigrateOperation):
         name: str,
         model: str | None = None,
         m: int = 16,
-        ef_construction: int = 64,
+        ef_construction: int = corpora.DEFAULT_EF_CONSTRUCTION,
         concurrently: bool = True,
     ) -> Any:
         """Build the HNSW cosine index of ``model``'s column (CONCURRENTLY by default)."""

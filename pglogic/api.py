@@ -19,7 +19,7 @@ from pglogic import corpus as corpora
 from pglogic import migrate
 from pglogic.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.config import DEFAULT_MODEL, Settings
-from pglogic.corpus import Corpus, CorpusInfo, IndexProgress
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, Corpus, CorpusInfo, IndexProgress
 from pglogic.db import Connection, connect
 from pglogic.embed import get_embedder, get_query_embedder
 from pglogic.errors import EmbeddingError, SchemaError
@@ -191,13 +191,13 @@ class PgLogic:
         name: str,
         *,
         m: int = 16,
-        ef_construction: int = 64,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
         progress: Callable[[IndexProgress], None] | None = None,
     ) -> float:
         """(Re)build the HNSW index of corpus ``name``; return seconds taken.
 
         Example:
-            >>> PgLogic().build_index("news", m=16, ef_construction=64)  # doctest: +SKIP
+            >>> PgLogic().build_index("news", m=16, ef_construction=128)  # doctest: +SKIP
             3.2
         """
         with self.connect() as conn:

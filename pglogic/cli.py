@@ -33,7 +33,7 @@ from pglogic import migrate, server
 from pglogic.api import PgLogic
 from pglogic.compile import SearchOptions
 from pglogic.config import DEFAULT_MODEL, default_home
-from pglogic.corpus import IndexProgress
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, IndexProgress
 from pglogic.errors import PglogicError, QuerySyntaxError
 from pglogic.filters import parse_filter
 from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats
@@ -50,6 +50,10 @@ class RateColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
         return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+
+
+#: How `pglogic compile` describes the guide vector parameter.
+GUIDE_NOTE = "<guide vector: pglogic.guide.guide_vector of the term embeddings>"
 
 
 def progress_bar() -> Progress:
@@ -378,7 +382,7 @@ def _ingest_summary(s: IngestStats) -> str:
 )
 @click.argument("corpus_name", metavar="CORPUS")
 @click.option("--m", type=int, default=16, show_default=True, help="HNSW links per node.")
-@click.option("--ef-construction", type=int, default=64, show_default=True)
+@click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
 @click.pass_context
 def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) -> None:
     """Build (or rebuild) the HNSW cosine index of CORPUS."""
@@ -602,12 +606,17 @@ def compile_cmd(
         click.echo("-- parameters, in order:")
         for i, name in enumerate(rendered.names, 1):
             term = rendered.vector_terms.get(name)
-            value = f"<embedding of {term!r}>" if term is not None else rendered.params[name]
+            if name == rendered.guide:
+                value = GUIDE_NOTE
+            else:
+                value = f"<embedding of {term!r}>" if term is not None else rendered.params[name]
             click.echo(f"-- ${i} = {name}: {json.dumps(value, ensure_ascii=False)}")
         return
     click.echo(compiled.as_string() + ";")
     params = {k: v for k, v in compiled.params.items()}
     params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
+    if compiled.guide_param:
+        params[compiled.guide_param] = GUIDE_NOTE
     click.echo("-- parameters: " + json.dumps(params, ensure_ascii=False))
 
 

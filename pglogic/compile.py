@@ -36,16 +36,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from psycopg import sql
 
 from pglogic.corpus import Corpus
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.filters import Filter, filters_sql
+from pglogic.guide import guide_vector
 from pglogic.operators import OperatorFamily, resolve_family, to_sql
 from pglogic.query import Node, Term, positive_terms, terms
 
 #: pgvector's upper bound for hnsw.ef_search.
 MAX_EF_SEARCH = 1000
+#: Placeholder names of the guide vector and of its scan's depth.
+GUIDE = "vg"
+GUIDE_DEPTH = "gdepth"
 
 
 def default_depth(k: int, n_terms: int) -> int:
@@ -102,6 +107,9 @@ class SearchOptions:
     ``operators`` is a preset name (``itlr``, ``godel``, ...) or a spec like
     ``and=min,or=max,not=complement``; ``truth`` maps cosine similarity to [0, 1] (``clamp``).
     ``depth`` (per-term candidates) and ``ef_search`` default from k and the number of terms.
+    ``guide`` adds one more candidate scan along :func:`pglogic.guide.guide_vector` (queries of
+    two or more terms): it finds the documents that score best on the combination, which sit
+    deep in every single term's list.
 
     Example:
         >>> SearchOptions(k=5, operators="godel").k
@@ -116,6 +124,7 @@ class SearchOptions:
     ef_search: int | None = None
     filters: Sequence[Filter] = field(default_factory=tuple)
     iterative_scan: bool = True
+    guide: bool = True
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,14 @@ class CompiledQuery:
     settings: dict[str, str]
     family: OperatorFamily
     param_prefix: str = ""
+    tree: Node | None = None
+    truth: str = "clamp"
+
+    @property
+    def guide_param(self) -> str | None:
+        """The placeholder of the guide vector (``vg``), or None when the statement has none."""
+        name = f"{self.param_prefix}{GUIDE}"
+        return name if f"{self.param_prefix}{GUIDE_DEPTH}" in self.params else None
 
     def as_string(self, context: Any = None) -> str:
         """Render the statement (placeholders stay ``%(name)s``).
@@ -154,7 +171,20 @@ class CompiledQuery:
             if t not in vectors:
                 raise QueryError(f"No vector for term {t!r}")
             params[f"{self.param_prefix}v{i}"] = np.asarray(vectors[t], dtype=np.float32)
+        if self.guide_param is not None:
+            params[self.guide_param] = self.guide_vector(vectors)
         return params
+
+    def guide_vector(self, vectors: Mapping[str, npt.ArrayLike]) -> np.ndarray:
+        """The guide vector for these term vectors (see :mod:`pglogic.guide`).
+
+        Example:
+            >>> compiled.guide_vector({"a": vec_a, "b": vec_b})  # doctest: +SKIP
+            array([0.12, ...], dtype=float32)
+        """
+        if self.tree is None:
+            raise QueryError("This compiled query has no tree to compute a guide vector from")
+        return guide_vector(self.tree, vectors, self.family, self.truth)
 
 
 @dataclass(frozen=True)
@@ -302,7 +332,9 @@ def compile_query(
             id=src.col(src.id), sims=sims, from_=src.from_, emb=src.col(src.embedding),
             where=where, final=final,
         )  # fmt: skip
-        return CompiledQuery(statement, params, all_terms, [], settings, family, pre)
+        return CompiledQuery(
+            statement, params, all_terms, [], settings, family, pre, tree, opts.truth
+        )
 
     if not cand_terms:
         raise QueryError(
@@ -315,9 +347,14 @@ def compile_query(
         )
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, len(cand_terms))
     depth = max(depth, opts.k)
-    if depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
+    guided = opts.guide and not isinstance(tree, Term) and len(all_terms) > 1
+    # the guide's scan: at least the depth of a 4-term query (one positive term gets only 100)
+    gdepth = max(depth, default_depth(opts.k, 4)) if opts.depth is None else depth
+    scan_depth = max(depth, gdepth) if guided else depth
+    if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
-    ef = opts.ef_search if opts.ef_search is not None else min(MAX_EF_SEARCH, max(40, depth))
+    default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
+    ef = opts.ef_search if opts.ef_search is not None else default_ef
     if not 1 <= ef <= MAX_EF_SEARCH:
         raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
     filtered = bool(opts.filters) or extra_where is not None
@@ -328,9 +365,11 @@ def compile_query(
         want = depth / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
         ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
     settings["hnsw.ef_search"] = str(ef)
-    if iterative and (filtered or depth > ef):
+    if iterative and (filtered or scan_depth > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
     params[pre + "depth"] = depth
+    if guided:
+        params[pre + GUIDE_DEPTH] = gdepth
 
     if isinstance(tree, Term):
         # One term: the score is a monotone map (a TruthMap) of its similarity, so the k nearest
@@ -343,7 +382,9 @@ def compile_query(
             k=ph("k"), final=final,
         )  # fmt: skip
         del params[pre + "depth"]  # ef_search alone sets how far the scan looks
-        return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)
+        return CompiledQuery(
+            statement, params, all_terms, cand_terms, settings, family, pre, tree, opts.truth
+        )
 
     # Every candidate CTE computes all the similarities on the rows its index scan fetched
     # anyway: no second lookup of each candidate (by primary key) in a table that may not fit
@@ -363,12 +404,32 @@ def compile_query(
         )
         for t in cand_terms
     ]
+    cte_names = [f"c{index_of[t]}" for t in cand_terms]
+    if guided:
+        ctes.append(
+            sql.SQL(
+                "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
+                " ORDER BY {dist} LIMIT {depth})"
+            ).format(
+                name=sql.Identifier("g"),
+                id=src.col(src.id),
+                sims=sims,
+                from_=src.from_,
+                where=where,
+                dist=sql.SQL("{} <=> {}::vector({})").format(
+                    src.col(src.embedding), ph(GUIDE), sql.Literal(src.dim)
+                ),
+                depth=ph(GUIDE_DEPTH),
+            )
+        )
+        cte_names.append("g")
     cols = sql.SQL(", ").join([idc, *(sim_col[t] for t in all_terms)])
     union = sql.SQL(" UNION ").join(
-        sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(f"c{index_of[t]}"))
-        for t in cand_terms
+        sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name in cte_names
     )
     statement = sql.SQL("WITH {ctes},\nsims AS ({union})\n{final}").format(
         ctes=sql.SQL(",\n").join(ctes), union=union, final=final
     )
-    return CompiledQuery(statement, params, all_terms, cand_terms, settings, family, pre)
+    return CompiledQuery(
+        statement, params, all_terms, cand_terms, settings, family, pre, tree, opts.truth
+    )

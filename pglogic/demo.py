@@ -22,6 +22,7 @@ from rich.table import Table
 
 from pglogic import migrate
 from pglogic.api import PgLogic
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
 from pglogic.db import connect, vector_version
 from pglogic.errors import InvalidInput, UnknownCorpus
 from pglogic.search import SearchResult
@@ -149,7 +150,10 @@ def run_demo(api: PgLogic, *, dataset: Path | None, limit: int | None, corpus_na
     info = api.corpus_info(corpus_name)
     if info.index_name is None:
         seconds = api.build_index(corpus_name)
-        console.print(f"Built HNSW index (m=16, ef_construction=64) in {seconds:.1f}s")
+        console.print(
+            f"Built HNSW index (m={DEFAULT_M}, ef_construction={DEFAULT_EF_CONSTRUCTION})"
+            f" in {seconds:.1f}s"
+        )
     else:
         console.print(f"Index {info.index_name} exists ({info.index_params}); kept up to date")
 

@@ -18,11 +18,11 @@ Example:
     >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
     >>> compiled = compile_query(parse('"a" AND NOT "b"'), corpus, SearchOptions(k=5))
     >>> r = render(compiled, "numbered")
-    >>> r.names
-    ('v0', 'depth', 'v1', 'k')
-    >>> r.values({"a": [1.0, 0.0], "b": [0.0, 1.0]})[1:]
-    [100, array([0., 1.], dtype=float32), 5]
-    >>> "LIMIT $4" in r.text
+    >>> r.names  # vg, the guide vector, is computed from the term vectors by values()
+    ('v0', 'v1', 'depth', 'vg', 'gdepth', 'k')
+    >>> r.values({"a": [1.0, 0.0], "b": [0.0, 1.0]})[2:]
+    [100, array([1., 0.], dtype=float32), 100, 5]
+    >>> "LIMIT $6" in r.text
     True
     >>> inline = render(compiled, vectors={"a": [1.0, 0.0], "b": [0.0, 1.0]})
     >>> "'[1,0]'::vector(2)" in inline.text, inline.names
@@ -32,7 +32,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,8 +79,10 @@ class Rendered:
 
     ``names[i]`` is the parameter behind placeholder ``$(i+1)`` (numbered style) or the i-th
     distinct ``%(name)s`` (psycopg style); ``params`` holds the known values (everything but the
-    term vectors); ``vector_terms`` maps each vector placeholder to its term; ``settings`` must be
-    applied with ``SET LOCAL`` (or ``set_config(name, value, true)``) in the same transaction.
+    term vectors); ``vector_terms`` maps each vector placeholder to its term; ``guide`` names the
+    placeholder of the guide vector (computed from the term vectors by ``guide_of``, see
+    :mod:`pglogic.guide`) if the statement has one; ``settings`` must be applied with
+    ``SET LOCAL`` (or ``set_config(name, value, true)``) in the same transaction.
 
     Example:
         >>> r = Rendered("SELECT $1", ("k",), {"k": 3}, {}, {})
@@ -93,6 +95,8 @@ class Rendered:
     params: dict[str, Any]
     vector_terms: dict[str, str]
     settings: dict[str, str] = field(default_factory=dict)
+    guide: str | None = None
+    guide_of: Callable[[Mapping[str, npt.ArrayLike]], np.ndarray] | None = None
 
     def values(self, vectors: Mapping[str, npt.ArrayLike] | None = None) -> list[Any]:
         """The parameter values in placeholder order; ``vectors`` maps term text to vector.
@@ -106,7 +110,13 @@ class Rendered:
         """
         out: list[Any] = []
         for name in self.names:
-            if name in self.vector_terms:
+            if name == self.guide and self.guide_of is not None:
+                if vectors is None:
+                    raise QueryError(
+                        "The guide vector is computed from the term vectors: pass them"
+                    )
+                out.append(self.guide_of(vectors))
+            elif name in self.vector_terms:
                 term = self.vector_terms[name]
                 if vectors is None or term not in vectors:
                     raise QueryError(f"No vector for term {term!r}")
@@ -170,31 +180,35 @@ def render(
         >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
         >>> r = render(compile_query(parse('"a" OR "b"'), corpus), "numbered")
         >>> r.names, r.params
-        (('v0', 'depth', 'v1', 'k'), {'k': 10, 'depth': 142})
+        (('v0', 'v1', 'depth', 'vg', 'gdepth', 'k'), {'k': 10, 'depth': 142, 'gdepth': 200})
     """
     if style not in STYLES:
         raise InvalidInput(f"Unknown placeholder style {style!r}: use {' or '.join(STYLES)}")
     pre = compiled.param_prefix
     vector_terms = {f"{pre}v{i}": t for i, t in enumerate(compiled.terms)}
+    guide = compiled.guide_param
     literals: dict[str, sql.Composable] = {}
     if vectors is not None:
         for name, term in vector_terms.items():
             if term not in vectors:
                 raise QueryError(f"No vector for term {term!r}")
             literals[name] = sql.Literal(vector_literal(vectors[term]))
+        if guide is not None:
+            literals[guide] = sql.Literal(vector_literal(compiled.guide_vector(vectors)))
     if inline_params if inline_params is not None else vectors is not None:
         literals.update({name: sql.Literal(value) for name, value in compiled.params.items()})
 
     names: list[str] = []
     # psycopg reads '%' as the start of a placeholder while any placeholder is left
-    escape = style == "psycopg" and bool((set(vector_terms) | set(compiled.params)) - set(literals))
+    known = set(vector_terms) | set(compiled.params) | ({guide} if guide else set())
+    escape = style == "psycopg" and bool(known - set(literals))
 
     def replace(name: str) -> sql.Composable:
         if name in literals:
             if escape:
                 return sql.SQL(literals[name].as_string(None).replace("%", "%%"))
             return literals[name]
-        if name not in vector_terms and name not in compiled.params:
+        if name not in known:
             raise ValueError(f"Placeholder {name!r} has no parameter")
         if name not in names:
             names.append(name)
@@ -206,7 +220,10 @@ def render(
     text = statement.as_string(None)
     params = {n: v for n, v in compiled.params.items() if n not in literals}
     remaining = {n: t for n, t in vector_terms.items() if n not in literals}
-    return Rendered(text, tuple(names), params, remaining, dict(compiled.settings))
+    if guide in literals or guide is None:
+        return Rendered(text, tuple(names), params, remaining, dict(compiled.settings))
+    return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), guide,
+                    compiled.guide_vector)  # fmt: skip
 
 
 # -- the query argument of pglogic.search(corpus, query jsonb) ------------------------------------

@@ -201,10 +201,12 @@ def test_identical_terms_share_one_cte_and_one_vector() -> None:
     assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == 2
     assert text.count('"c0" AS MATERIALIZED') == 1
     assert len(re.findall(r'SELECT "id", "s0", "s1", "s2" FROM "c\d"', text)) == 2  # the union
-    assert text.count("%(v0)s") == 3  # c0's ORDER BY and the similarity column of each CTE
-    assert text.count("%(v2)s") == 2  # negated-only: similarity only (in each CTE)
+    # c0's ORDER BY and the similarity column of each CTE (c0, c1 and the guide's g)
+    assert text.count("%(v0)s") == 4
+    assert text.count("%(v2)s") == 3  # negated-only: similarity only (in each CTE)
+    assert text.count("%(vg)s") == 1 and text.count("%(gdepth)s") == 1
     params = compiled.with_vectors({t: np.ones(384) for t in "abc"})
-    assert sorted(p for p in params if p.startswith("v")) == ["v0", "v1", "v2"]
+    assert sorted(p for p in params if p.startswith("v")) == ["v0", "v1", "v2", "vg"]
     with pytest.raises(QueryError, match="No vector for term 'c'"):
         compiled.with_vectors({"a": np.ones(384), "b": np.ones(384)})
 
@@ -425,6 +427,31 @@ def test_three_term_and_ranks_the_doc_matching_all_first(
 
 
 @db
+def test_guide_scan_finds_the_document_deep_in_every_term_list(
+    engine_conn: psycopg.Connection[Any],
+) -> None:
+    """The best AND match is 13th for each term; depth 5 finds it only with the guide scan."""
+    near = [
+        (f"{side}{j}", (1.0, -0.05, 0.02 * j) if side == "a" else (-0.05, 1.0, 0.02 * j))
+        for side in "ab"
+        for j in range(12)
+    ]
+    docs = [*near, ("both", (1.0, 1.0, 0.0))]
+    corpus = create_corpus(engine_conn, "guided", model="hand", dim=3)
+    records = [Record(n, f"doc {n}", None, {}, vector=v) for n, v in docs]
+    ingest_records(engine_conn, corpus, records, embedder=None)
+    vecs = {"a": np.array([1.0, 0.0, 0.0]), "b": np.array([0.0, 1.0, 0.0])}
+    tree = parse('"a" AND "b"')
+    exact = execute(engine_conn, compile_query(tree, corpus, SearchOptions(k=1, exact=True)), vecs)
+    assert [h.external_id for h in exact] == ["both"]
+    for guide, want in ((False, False), (True, True)):
+        compiled = compile_query(tree, corpus, SearchOptions(k=1, depth=5, guide=guide))
+        assert (compiled.guide_param is not None) is guide
+        hits = execute(engine_conn, compiled, vecs)
+        assert (hits[0].external_id == "both") is want
+        assert hits[0].score == pytest.approx(exact[0].score if want else 0.0, abs=1e-6)
+
+
 def test_known_scores_default_family(engine_conn: psycopg.Connection[Any], hand: Corpus) -> None:
     hits = run_hand(engine_conn, hand, '"A" AND NOT "B"', k=3)
     assert [h.external_id for h in hits] == ["a", "ac", "abc"]
@@ -748,7 +775,9 @@ def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     half = SearchOptions(k=10, filters=(parse_filter("site=cooking"),))
     corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
     new = compile_query(parse('"A" AND "B"'), corpus, half)
-    assert new.settings == {"hnsw.ef_search": "142", "hnsw.iterative_scan": "relaxed_order"}
+    # ef_search covers the guide's scan (200 rows); each term's scan takes depth = 142
+    assert new.settings == {"hnsw.ef_search": "200", "hnsw.iterative_scan": "relaxed_order"}
+    assert new.params["depth"] == 142 and new.params["gdepth"] == 200
     old = compile_query(
         parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
     )
@@ -1106,18 +1135,20 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     proc = run_cli("compile", '"a" AND NOT "b"', env=CLI_ENV)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "SET LOCAL hnsw.ef_search = 100;"
+    assert lines[0] == "SET LOCAL hnsw.ef_search = 200;"  # the guide's scan takes 200 rows
     assert lines[1].startswith('WITH "c0" AS MATERIALIZED (SELECT ')
     assert '"pglogic"."corpus_0"' in lines[1]
-    assert proc.stdout.count("MATERIALIZED") == 1  # one HNSW CTE (it computes every similarity)
+    assert proc.stdout.count("MATERIALIZED") == 2  # the term's HNSW CTE and the guide's
     assert 'ORDER BY score DESC, "id" LIMIT %(k)s) top' in proc.stdout  # top k, then columns
     assert lines[-2] == 'ORDER BY top.score DESC, top."id";'
     params = json.loads(lines[-1].removeprefix("-- parameters: "))
     assert params == {
         "k": 10,
         "depth": 100,
+        "gdepth": 200,
         "v0": "<embedding of 'a'>",
         "v1": "<embedding of 'b'>",
+        "vg": "<guide vector: pglogic.guide.guide_vector of the term embeddings>",
     }
     exact = run_cli("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
     assert exact.returncode == 0, exact.stderr

@@ -55,7 +55,10 @@ def test_numbered_placeholders_follow_first_appearance(query: str, exact: bool) 
     original = compiled.as_string()
     appearance = list(dict.fromkeys(re.findall(r"%\(([^)]+)\)s", original)))
     assert list(r.names) == appearance
-    assert set(r.names) == set(compiled.params) | {f"v{i}" for i in range(len(compiled.terms))}
+    vector_params = {f"v{i}" for i in range(len(compiled.terms))}
+    assert set(r.names) == set(compiled.params) | vector_params | set(filter(None, [r.guide]))
+    assert r.guide == compiled.guide_param
+    assert (r.guide is None) is (exact or len(compiled.terms) == 1)
     back = re.sub(r"\$(\d+)", lambda m: f"%({r.names[int(m.group(1)) - 1]})s", r.text)
     assert back == original
     assert r.settings == compiled.settings
@@ -66,16 +69,21 @@ def test_psycopg_style_is_the_compiled_text() -> None:
     compiled = compiled_for('"a" OR "b"')
     r = render(compiled)
     assert r.text == compiled.as_string()
-    assert r.names == ("v0", "depth", "v1", "k")
+    assert r.names == ("v0", "v1", "depth", "vg", "gdepth", "k")
 
 
 def test_values_in_order_and_missing_vector() -> None:
     compiled = compiled_for('"a" AND NOT "b"', k=7)
     r = render(compiled, "numbered")
-    values = r.values({"a": np.full(384, 0.5), "b": np.zeros(384)})
-    assert [type(v).__name__ for v in values] == ["ndarray", "int", "ndarray", "int"]
-    assert values[1] == compiled.params["depth"] and values[3] == 7
+    vectors = {"a": np.full(384, 0.5), "b": np.zeros(384)}
+    values = r.values(vectors)
+    assert r.names == ("v0", "v1", "depth", "vg", "gdepth", "k")
+    assert [type(v).__name__ for v in values] == ["ndarray", "ndarray", "int", "ndarray", "int",
+                                                  "int"]  # fmt: skip
+    assert values[2] == compiled.params["depth"] and values[5] == 7
+    assert values[4] == compiled.params["gdepth"]
     assert values[0].dtype == np.float32
+    np.testing.assert_array_equal(values[3], compiled.guide_vector(vectors))
     with pytest.raises(QueryError, match="No vector for term 'b'"):
         r.values({"a": np.zeros(384)})
     with pytest.raises(QueryError, match="No vector for term 'b'"):
@@ -111,7 +119,7 @@ def test_inline_vectors_only_keeps_other_placeholders_and_escapes_percent() -> N
 def test_param_prefix_is_kept() -> None:
     compiled = compile_query(parse('"a" OR "b"'), SAMPLE, param_prefix="q_")
     r = render(compiled, "numbered")
-    assert r.names == ("q_v0", "q_depth", "q_v1", "q_k")
+    assert r.names == ("q_v0", "q_v1", "q_depth", "q_vg", "q_gdepth", "q_k")
     assert r.vector_terms == {"q_v0": "a", "q_v1": "b"}
 
 
@@ -276,17 +284,20 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
     assert comments[0] == "-- parameters, in order:"
     params = [re.fullmatch(r"-- \$(\d+) = (\w+): (.*)", c) for c in comments[1:]]
     assert all(params)
-    assert [int(m.group(1)) for m in params if m] == [1, 2, 3, 4]
+    assert [int(m.group(1)) for m in params if m] == [1, 2, 3, 4, 5, 6]
     names = [m.group(2) for m in params if m]
-    assert names == ["v0", "depth", "v1", "k"]
+    assert names == ["v0", "v1", "depth", "vg", "gdepth", "k"]
+    assert "guide vector" in comments[4]
     terms = {"v0": "oil prices", "v1": "natural gas"}
     embedder = get_query_embedder("all-MiniLM-L6-v2")
+    vecs = {t: embedder.embed([t])[0] for t in terms.values()}
+    guide = compile_query(parse(query), SAMPLE, SearchOptions(k=5)).guide_vector(vecs)
     values = [
-        embedder.embed([terms[n]])[0] if n in terms else json.loads(m.group(3))
+        vecs[terms[n]] if n in terms else guide if n == "vg" else json.loads(m.group(3))
         for n, m in zip(names, params, strict=True)
         if m
     ]
-    assert values[1] == 100 and values[3] == 5
+    assert values[2] == 100 and values[4] == 100 and values[5] == 5  # depth, gdepth, k
     with connect(news_dsn) as conn:
         corpus = get_corpus(conn, "news")
         conn.commit()
