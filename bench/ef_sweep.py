@@ -60,6 +60,14 @@ def main() -> None:
             data = make_dataset(args.size, args.seed, kind=args.data)
             if kept:
                 corpus, loaded = get_corpus(conn, "scale"), {"reused": kept.split("dbname=")[-1]}
+                opts_row = conn.execute(
+                    "SELECT array_to_string(c.reloptions, ', ') FROM pg_index i"
+                    " JOIN pg_class c ON c.oid = i.indexrelid"
+                    " JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'hnsw'"
+                    " AND i.indrelid = %s::regclass",
+                    (f"pglogic.{corpus.table_name}",),
+                ).fetchone()
+                loaded["hnsw"] = opts_row[0] if opts_row else None
                 conn.commit()
             else:
                 corpus, loaded = load(conn, data, MemorySampler(None))
@@ -93,7 +101,9 @@ def main() -> None:
               "rows": rows}  # fmt: skip
     md = "\n".join([
         f"# Recall vs ef_search at {args.size:,} vectors, {args.data} data (`bench/ef_sweep.py`)",
-        "",
+        "", f"HNSW: {loaded.get('hnsw')}; default = the library's depth and ef_search (run first"
+        " for each shape, so its latency includes reading that shape's neighbourhoods into"
+        " shared buffers; the sweep is for recall).", "",
         machine_md(result["machine"]), "",
         md_table(["shape", "ef_search = depth", "recall@10", "p50 ms"],
                  [[r["shape"], r["ef_search=depth"], r["recall@10"], r["p50_ms"]] for r in rows]),

@@ -749,6 +749,7 @@ def main() -> None:
                 data = make_dataset(size, args.seed, kind=args.data)
                 if kept:
                     corpus, loaded = get_corpus(conn, "scale"), kept
+                    conn.commit()
                     mem.peaks.update({ph: v for ph, v in kept_size["memory_peak_mib"].items()
                                       if ph in ("load", "hnsw build")})  # fmt: skip
                 else:

@@ -217,6 +217,7 @@ class PgLogic:
         depth: int | None = None,
         ef_search: int | None = None,
         filters: Sequence[Filter] = (),
+        guide: bool = True,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -232,6 +233,7 @@ class PgLogic:
             depth=depth,
             ef_search=ef_search,
             filters=tuple(filters),
+            guide=guide,
         )
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)

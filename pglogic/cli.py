@@ -410,6 +410,7 @@ def _search_options(
     depth: int | None,
     ef_search: int | None,
     where: tuple[str, ...],
+    guide: bool = True,
 ) -> SearchOptions:
     return SearchOptions(
         k=k,
@@ -419,6 +420,7 @@ def _search_options(
         depth=depth,
         ef_search=ef_search,
         filters=tuple(parse_filter(w) for w in where),
+        guide=guide,
     )
 
 
@@ -441,6 +443,12 @@ def search_options(f: Any) -> Any:
         click.option("--exact", is_flag=True, help="Score every document (no index)."),
         click.option("--depth", type=int, help="Candidates per positive term (default from k)."),
         click.option("--ef-search", type=int, help="hnsw.ef_search (default from depth)."),
+        click.option(
+            "--guide/--no-guide",
+            default=True,
+            show_default=True,
+            help="One more candidate scan along a direction optimised for the whole formula.",
+        ),
         click.option(
             "--where",
             multiple=True,
@@ -476,12 +484,13 @@ def search(
     exact: bool,
     depth: int | None,
     ef_search: int | None,
+    guide: bool,
     where: tuple[str, ...],
     explain: bool,
     as_json: bool,
 ) -> None:
     """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( )."""
-    opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
+    opts = _search_options(k, operators, truth, exact, depth, ef_search, where, guide)
     api = _api(ctx)
     result = api.search(
         corpus_name,
@@ -493,6 +502,7 @@ def search(
         depth=depth,
         ef_search=ef_search,
         filters=opts.filters,
+        guide=guide,
     )
     if as_json:
         for h in result.hits:
@@ -570,6 +580,7 @@ def compile_cmd(
     exact: bool,
     depth: int | None,
     ef_search: int | None,
+    guide: bool,
     where: tuple[str, ...],
     style: str,
     vectors_mode: str,
@@ -582,7 +593,7 @@ def compile_cmd(
 
     if vectors_mode == "inline" and not corpus_name:
         raise click.UsageError("--vectors inline needs --corpus: the corpus's model embeds terms")
-    opts = _search_options(k, operators, truth, exact, depth, ef_search, where)
+    opts = _search_options(k, operators, truth, exact, depth, ef_search, where, guide)
     if corpus_name:
         compiled = _api(ctx).compile(corpus_name, query, opts)
     else:

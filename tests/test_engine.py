@@ -1150,6 +1150,10 @@ def test_cli_compile_prints_settings_and_statement() -> None:
         "v1": "<embedding of 'b'>",
         "vg": "<guide vector: pglogic.guide.guide_vector of the term embeddings>",
     }
+    unguided = run_cli("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)
+    assert unguided.returncode == 0, unguided.stderr
+    assert unguided.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 100;"
+    assert unguided.stdout.count("MATERIALIZED") == 1 and "vg" not in unguided.stdout
     exact = run_cli("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
     assert exact.returncode == 0, exact.stderr
     assert "SET LOCAL" not in exact.stdout and "MATERIALIZED" not in exact.stdout
