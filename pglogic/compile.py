@@ -6,14 +6,18 @@ Statement shape (approximate mode)::
                              FROM corpus WHERE <filter>                        -- one per
                              ORDER BY embedding <=> %(v0)s LIMIT %(depth)s),   -- positive term
          c1 AS MATERIALIZED (... ORDER BY embedding <=> %(v1)s ...),
-         sims AS (SELECT id, s0, ..., sn FROM c0 UNION SELECT id, s0, ..., sn FROM c1)
+         g  AS MATERIALIZED (... ORDER BY embedding <=> %(vg)s LIMIT %(gdepth)s),  -- guide
+         sims AS (SELECT id, s0, ..., sn FROM c0 UNION ... FROM c1 UNION ... FROM g)
     SELECT id, external_id, title, metadata, score, s0, ..., sn     -- columns of the top k only
     FROM (SELECT id, <fuzzy expression over s0..sn> AS score, s0, ..., sn
           FROM sims ORDER BY score DESC, id LIMIT %(k)s) top JOIN corpus ...
 
 Each HNSW CTE is served by the corpus's HNSW index. Only terms of positive polarity (under an
 even number of NOTs) generate candidates: "far from X" cannot be served by an index. Identical
-terms share one CTE and one vector. Exact mode scores every (filtered) document instead.
+terms share one CTE and one vector. A query of two or more terms also scans along its guide
+vector (:mod:`pglogic.guide`, computed from the term vectors by
+:meth:`CompiledQuery.with_vectors`), which finds the documents that score best on the whole
+formula. Exact mode scores every (filtered) document instead.
 Session settings (``hnsw.ef_search``, iterative scans) are returned separately and applied with
 ``SET LOCAL`` in the same transaction (:func:`set_local`).
 
@@ -389,40 +393,28 @@ def compile_query(
     # Every candidate CTE computes all the similarities on the rows its index scan fetched
     # anyway: no second lookup of each candidate (by primary key) in a table that may not fit
     # in memory. A document found by two terms gets the same values twice; UNION keeps one.
-    ctes = [
-        sql.SQL(
+    def scan(name: str, vector: str, limit: str) -> sql.Composable:
+        """A candidate CTE: the HNSW scan along ``vector`` with every term's similarity."""
+        return sql.SQL(
             "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-            " ORDER BY {dist} LIMIT {depth})"
+            " ORDER BY {emb} <=> {vec}::vector({dim}) LIMIT {limit})"
         ).format(
-            name=sql.Identifier(f"c{index_of[t]}"),
+            name=sql.Identifier(name),
             id=src.col(src.id),
             sims=sims,
             from_=src.from_,
             where=where,
-            dist=distance(index_of[t]),
-            depth=ph("depth"),
+            emb=src.col(src.embedding),
+            vec=ph(vector),
+            dim=sql.Literal(src.dim),
+            limit=ph(limit),
         )
-        for t in cand_terms
-    ]
-    cte_names = [f"c{index_of[t]}" for t in cand_terms]
+
+    scans = [(f"c{index_of[t]}", f"v{index_of[t]}", "depth") for t in cand_terms]
     if guided:
-        ctes.append(
-            sql.SQL(
-                "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-                " ORDER BY {dist} LIMIT {depth})"
-            ).format(
-                name=sql.Identifier("g"),
-                id=src.col(src.id),
-                sims=sims,
-                from_=src.from_,
-                where=where,
-                dist=sql.SQL("{} <=> {}::vector({})").format(
-                    src.col(src.embedding), ph(GUIDE), sql.Literal(src.dim)
-                ),
-                depth=ph(GUIDE_DEPTH),
-            )
-        )
-        cte_names.append("g")
+        scans.append(("g", GUIDE, GUIDE_DEPTH))
+    ctes = [scan(*s) for s in scans]
+    cte_names = [name for name, _, _ in scans]
     cols = sql.SQL(", ").join([idc, *(sim_col[t] for t in all_terms)])
     union = sql.SQL(" UNION ").join(
         sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name in cte_names
