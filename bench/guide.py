@@ -24,19 +24,15 @@ Lists are exact (ranks by brute force), so HNSW error is excluded. Results:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import md_table, percentile, write_results
+from benchlib import host, md_table, percentile, write_results
 from query import make_dataset, make_queries
 from scale import shapes
 
-from pglogic.compile import default_depth
+from pglogic.compile import default_depth, guide_depth
 from pglogic.guide import guide_vector
 from pglogic.operators import evaluate_numpy
 from pglogic.query import parse, positive_terms, terms
@@ -45,20 +41,6 @@ ORDER = ("AND 2", "OR 2", "AND 3", "OR 3", "NOT 2", "NOT 3", "mixed 3", "NOT 5",
          "OR 8", "NOT 8")  # fmt: skip
 K = 10
 VARIANTS = ("terms", "terms+guide", "guide")
-
-
-def machine() -> dict[str, Any]:
-    """CPU model, core count, Python and NumPy versions (no server involved)."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu_model": cpu or platform.processor(), "nproc": os.cpu_count(),
-            "python": platform.python_version(), "numpy": metadata.version("numpy")}  # fmt: skip
 
 
 def ranks(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -71,7 +53,7 @@ def run_shape(data: Any, text: str, n_queries: int, seed: int, family: str) -> d
     tree = parse(text)
     names, pos = terms(tree), positive_terms(tree)
     depth = default_depth(K, len(pos))
-    gdepth = max(depth, default_depth(K, 4))
+    gdepth = guide_depth(K, depth)
     need: dict[str, list[int]] = {v: [] for v in VARIANTS}
     rec: dict[str, list[float]] = {v: [] for v in VARIANTS}
     secs: list[float] = []
@@ -123,7 +105,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
     texts = shapes([2, 3, 5, 8]) | {"mixed 3": '("t1" OR "t2") AND NOT "t3"'}
-    result: dict[str, Any] = {"machine": machine(), "args": vars(args), "sizes": {}}
+    result: dict[str, Any] = {"machine": host(), "args": vars(args), "sizes": {}}
     for size in (int(s) for s in args.sizes.split(",")):
         data = make_dataset(size, args.seed, kind="manifold")
         rows: dict[str, dict[str, Any]] = {}
@@ -139,7 +121,7 @@ def main() -> None:
             "",
             f"Synthetic manifold data (`query.make_dataset`, seed {args.seed}), operator family"
             f" `{args.family}`, {args.queries} queries per shape; pure NumPy on {m['cpu_model']}"
-            f" ({m['nproc']} CPUs), Python {m['python']}, NumPy {m['numpy']}.",
+            f" ({m['nproc']} CPUs), Python {m['python']}, NumPy {m['packages']['numpy']}.",
             "",
             "**Depth needed** (p50 / p90 / max over queries): the smallest depth d at which the"
             " union of the first d entries of each candidate list holds all 10 documents that"

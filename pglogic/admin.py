@@ -40,6 +40,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic.corpus import (
     DEFAULT_EF_CONSTRUCTION,
+    DEFAULT_M,
     SCHEMA,
     Corpus,
     IndexProgress,
@@ -395,7 +396,7 @@ def build_embedding_index(
     name: str,
     *,
     model: str | None = None,
-    m: int = 16,
+    m: int = DEFAULT_M,
     ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     concurrently: bool = True,
     maintenance_work_mem: str = "1GB",

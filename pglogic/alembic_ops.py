@@ -214,7 +214,7 @@ class CreateCorpusHnswIndexOp(MigrateOperation):
         self,
         name: str,
         model: str | None = None,
-        m: int = 16,
+        m: int = corpora.DEFAULT_M,
         ef_construction: int = corpora.DEFAULT_EF_CONSTRUCTION,
         concurrently: bool = True,
     ) -> None:
@@ -230,7 +230,7 @@ class CreateCorpusHnswIndexOp(MigrateOperation):
         operations: Operations,
         name: str,
         model: str | None = None,
-        m: int = 16,
+        m: int = corpora.DEFAULT_M,
         ef_construction: int = corpora.DEFAULT_EF_CONSTRUCTION,
         concurrently: bool = True,
     ) -> Any:

@@ -19,7 +19,7 @@ from pglogic import corpus as corpora
 from pglogic import migrate
 from pglogic.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.config import DEFAULT_MODEL, Settings
-from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, Corpus, CorpusInfo, IndexProgress
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, Corpus, CorpusInfo, IndexProgress
 from pglogic.db import Connection, connect
 from pglogic.embed import get_embedder, get_query_embedder
 from pglogic.errors import EmbeddingError, SchemaError
@@ -190,7 +190,7 @@ class PgLogic:
         self,
         name: str,
         *,
-        m: int = 16,
+        m: int = DEFAULT_M,
         ef_construction: int = DEFAULT_EF_CONSTRUCTION,
         progress: Callable[[IndexProgress], None] | None = None,
     ) -> float:

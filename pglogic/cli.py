@@ -33,7 +33,7 @@ from pglogic import migrate, server
 from pglogic.api import PgLogic
 from pglogic.compile import SearchOptions
 from pglogic.config import DEFAULT_MODEL, default_home
-from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, IndexProgress
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
 from pglogic.errors import PglogicError, QuerySyntaxError
 from pglogic.filters import parse_filter
 from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats
@@ -381,7 +381,7 @@ def _ingest_summary(s: IngestStats) -> str:
     epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128")
 )
 @click.argument("corpus_name", metavar="CORPUS")
-@click.option("--m", type=int, default=16, show_default=True, help="HNSW links per node.")
+@click.option("--m", type=int, default=DEFAULT_M, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
 @click.pass_context
 def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) -> None:

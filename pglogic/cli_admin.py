@@ -19,7 +19,7 @@ from rich.table import Table
 
 from pglogic import admin
 from pglogic.cli import _api, cli, console, err_console, example, progress_bar
-from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, IndexProgress
+from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
 from pglogic.embed import get_embedder
 from pglogic.errors import EmbeddingError, PglogicError
 
@@ -169,7 +169,7 @@ def embedding_backfill(ctx: click.Context, corpus_name: str, model: str, batch_s
 )
 @click.argument("corpus_name", metavar="CORPUS")
 @click.option("--model", default=None, help="Embedding model of the column (default: active).")
-@click.option("--m", type=int, default=16, show_default=True, help="HNSW links per node.")
+@click.option("--m", type=int, default=DEFAULT_M, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
 @click.option(
     "--concurrently/--no-concurrently",

@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,19 @@ def default_depth(k: int, n_terms: int) -> int:
     return max(k, min(MAX_EF_SEARCH, max(100, math.ceil(10 * k * math.sqrt(n_terms)))))
 
 
+def guide_depth(k: int, depth: int) -> int:
+    """Default depth of the guide's scan: the terms' depth, and at least a 4-term query's.
+
+    A query with one positive term gets depth 100 for k = 10; its guide needs about 200 to hold
+    the formula's top 10 at 1M vectors (``bench/results/guide.md``, NOT 2).
+
+    Example:
+        >>> guide_depth(10, 100), guide_depth(10, 283)
+        (200, 283)
+    """
+    return max(depth, default_depth(k, 4))
+
+
 #: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
 #: on 100k vectors in bench/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact; 1%
 #: filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
@@ -87,21 +101,27 @@ def prefer_exact(matching_rows: float, k: int, candidate_terms: int) -> bool:
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
 
 
+_SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
 def set_local(settings: Mapping[str, str]) -> list[sql.Composed]:
     """``SET LOCAL name = 'value'`` statements for a compiled query's settings.
 
     ``SET LOCAL`` (rather than ``set_config``) is what Citus propagates to the shards' workers
-    inside a distributed transaction. Names and values come from pglogic, never from the user;
-    they are still quoted (``sql.Identifier`` / ``sql.Literal``) since SET takes no parameters.
+    inside a distributed transaction. SET takes no parameters: names come from pglogic's own
+    list and must look like ``name`` or ``prefix.name`` (else ValueError); values are
+    ``sql.Literal``.
 
     Example:
         >>> print(set_local({"hnsw.ef_search": "100"})[0].as_string(None))
-        SET LOCAL "hnsw"."ef_search" = '100'
+        SET LOCAL hnsw.ef_search = '100'
     """
-    return [
-        sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value))
-        for name, value in settings.items()
-    ]
+    out = []
+    for name, value in settings.items():
+        if not _SETTING.fullmatch(name):
+            raise ValueError(f"Invalid setting name {name!r}")
+        out.append(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -305,9 +325,10 @@ def compile_query(
     def ph(name: str) -> sql.Placeholder:
         return sql.Placeholder(pre + name)
 
-    def distance(i: int) -> sql.Composable:
+    def distance(vector: str) -> sql.Composable:
+        """Cosine distance of the embedding to the vector bound to placeholder ``vector``."""
         return sql.SQL("{} <=> {}::vector({})").format(
-            src.col(src.embedding), ph(f"v{i}"), sql.Literal(src.dim)
+            src.col(src.embedding), ph(vector), sql.Literal(src.dim)
         )
 
     all_terms = terms(tree)
@@ -323,7 +344,7 @@ def compile_query(
     settings: dict[str, str] = {}
 
     sims = sql.SQL(", ").join(
-        sql.SQL("1 - ({}) AS {}").format(distance(i), sim_col[t]) for t, i in index_of.items()
+        sql.SQL("1 - ({}) AS {}").format(distance(f"v{i}"), sim_col[t]) for t, i in index_of.items()
     )
     idc = sql.Identifier(src.id)
     final = _final(src, score, [sim_col[t] for t in all_terms], ph("k"))
@@ -352,8 +373,7 @@ def compile_query(
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, len(cand_terms))
     depth = max(depth, opts.k)
     guided = opts.guide and not isinstance(tree, Term) and len(all_terms) > 1
-    # the guide's scan: at least the depth of a 4-term query (one positive term gets only 100)
-    gdepth = max(depth, default_depth(opts.k, 4)) if opts.depth is None else depth
+    gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     scan_depth = max(depth, gdepth) if guided else depth
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
@@ -382,7 +402,7 @@ def compile_query(
             "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
             " ORDER BY {dist} LIMIT {k})\n{final}"
         ).format(
-            id=src.col(src.id), sims=sims, from_=src.from_, where=where, dist=distance(0),
+            id=src.col(src.id), sims=sims, from_=src.from_, where=where, dist=distance("v0"),
             k=ph("k"), final=final,
         )  # fmt: skip
         del params[pre + "depth"]  # ef_search alone sets how far the scan looks
@@ -397,16 +417,14 @@ def compile_query(
         """A candidate CTE: the HNSW scan along ``vector`` with every term's similarity."""
         return sql.SQL(
             "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-            " ORDER BY {emb} <=> {vec}::vector({dim}) LIMIT {limit})"
+            " ORDER BY {dist} LIMIT {limit})"
         ).format(
             name=sql.Identifier(name),
             id=src.col(src.id),
             sims=sims,
             from_=src.from_,
             where=where,
-            emb=src.col(src.embedding),
-            vec=ph(vector),
-            dim=sql.Literal(src.dim),
+            dist=distance(vector),
             limit=ph(limit),
         )
 

@@ -270,7 +270,7 @@ class IndexProgress:
 
 #: HNSW build parameters. ef_construction is twice pgvector's default (64): at 1M vectors an
 #: index built with 64 found 0.87 of the true 10 nearest at ef_search = 100, one built with 128
-#: found 0.985 (bench/results/ef_sweep*.md), for 55% more build time.
+#: found 0.985 (bench/results/ef_sweep*.md); building costs more (1M: 438 s, scale.md).
 DEFAULT_M = 16
 DEFAULT_EF_CONSTRUCTION = 128
 

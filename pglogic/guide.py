@@ -14,7 +14,7 @@ from the normalised mean of the positive terms' vectors, learning rate 0.2, at m
 Two changes, since the guide only has to point into the right neighbourhood: it ascends log F
 (same maximum; the gradient of a product of many small truth values no longer vanishes) and
 stops after 5 steps without an improvement of 1e-4 in log F (the paper: 10 steps, 1e-6). It
-costs 0.3-2 ms per query (``bench/results/guide.md``). The gradient is the chain rule
+costs 0.25-2.4 ms per query, median per shape (``bench/results/guide.md``). The gradient is the chain rule
 through the similarities, with the formula's derivative by central differences in similarity
 space (two evaluations per term, batched in one call of the operators' NumPy face), so any
 operator family works. Deterministic: no random start.

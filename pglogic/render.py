@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.compile import CompiledQuery, SearchOptions
+from pglogic.compile import CompiledQuery, SearchOptions, set_local
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import And, Node, Not, Or, Term
 
@@ -50,7 +50,6 @@ Style = Literal["psycopg", "numbered"]
 STYLES: tuple[Style, ...] = ("psycopg", "numbered")
 
 _PLACEHOLDER = re.compile(r"%\((?P<name>[^)]*)\)[sbt]")
-_SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 
 
 def vector_literal(vector: npt.ArrayLike) -> str:
@@ -133,12 +132,7 @@ class Rendered:
             SET LOCAL hnsw.ef_search = '100';
             SELECT 1;
         """
-        lines = []
-        for name, value in self.settings.items():
-            if not _SETTING.fullmatch(name):
-                raise ValueError(f"Invalid setting name {name!r}")
-            stmt = sql.SQL("SET LOCAL {} = {};").format(sql.SQL(name), sql.Literal(value))
-            lines.append(stmt.as_string(None))
+        lines = [stmt.as_string(None) + ";" for stmt in set_local(self.settings)]
         return "\n".join([*lines, self.text + ";"])
 
 
@@ -220,10 +214,9 @@ def render(
     text = statement.as_string(None)
     params = {n: v for n, v in compiled.params.items() if n not in literals}
     remaining = {n: t for n, t in vector_terms.items() if n not in literals}
-    if guide in literals or guide is None:
-        return Rendered(text, tuple(names), params, remaining, dict(compiled.settings))
-    return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), guide,
-                    compiled.guide_vector)  # fmt: skip
+    pending = guide if guide is not None and guide not in literals else None  # computed later
+    return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), pending,
+                    compiled.guide_vector if pending else None)  # fmt: skip
 
 
 # -- the query argument of pglogic.search(corpus, query jsonb) ------------------------------------
