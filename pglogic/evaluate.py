@@ -1,0 +1,375 @@
+"""``pglogic eval``: run every method on a dataset's derived logical queries and score them.
+
+Stages: :func:`pglogic.evaldata.load_dataset` reads a directory in the shared layout,
+:func:`pglogic.derive.derive_queries` derives logical queries with exact ground truth from its
+labels, :func:`prepare_corpus` loads the documents into a corpus (embedding only what changed;
+building the HNSW index when missing), :func:`run_methods` runs every method in Postgres and
+:func:`pglogic.metrics.evaluate_run` scores the rankings. :mod:`pglogic.report` writes the
+Markdown table, the JSON and the plots.
+
+Methods (all return the top ``k`` = 100 documents, all through the corpus's HNSW index unless
+the formula has no positive term, which the engine must score exactly):
+
+* ``dense`` — the question as one string (:func:`pglogic.derive.to_text`), plain top-k;
+* ``pglogic[<family>]`` — the engine, one entry per operator family (:func:`default_families`:
+  ITLR's 12 combinations, Łukasiewicz, product/probabilistic sum); ``pglogic[itlr]`` is the
+  default and the one tested against ``dense`` for significance;
+* ``decomposed`` and ``geometric`` — the BoolQuestions and NSFL baselines
+  (:mod:`pglogic.baselines`).
+
+Example:
+    >>> from pglogic.evaldata import load_dataset  # doctest: +SKIP
+    >>> result = evaluate_dataset(PgLogic(), load_dataset(Path("../shared/data/limit_small")))  # doctest: +SKIP
+    >>> result.summary["pglogic[itlr]"]["ndcg@10"]  # doctest: +SKIP
+    0.83
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from pglogic.api import PgLogic
+from pglogic.baselines import (
+    QUERY_VECTOR,
+    compile_decomposed,
+    geometric_vector,
+    single_vector,
+)
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.config import DEFAULT_MODEL
+from pglogic.corpus import Corpus
+from pglogic.db import Connection
+from pglogic.derive import Derived, EvalQuery, derive_queries
+from pglogic.embed import CachedEmbedder, get_query_embedder
+from pglogic.errors import UnknownCorpus
+from pglogic.evaldata import Dataset
+from pglogic.metrics import METRICS, Paired, aggregate, evaluate_run, paired_test
+from pglogic.operators import PRESETS, OperatorFamily, itlr_combinations
+from pglogic.query import positive_terms, terms
+from pglogic.search import execute, server_has_iterative_scan
+
+#: Documents retrieved per query (mAP@100 and Recall@100 need 100).
+K = 100
+DENSE = "dense"
+DECOMPOSED = "decomposed"
+GEOMETRIC = "geometric"
+GIVEN = "given"
+#: The engine's default, tested against the dense baseline.
+HEADLINE = "pglogic[itlr]"
+
+
+def with_not(q: EvalQuery) -> bool:
+    """A derived query with at least one NOT (the dataset's own queries are counted apart).
+
+    Example:
+        >>> result.subset(with_not)  # doctest: +SKIP
+    """
+    return q.group != GIVEN and q.n_negations > 0
+
+
+def without_not(q: EvalQuery) -> bool:
+    """A derived query without NOT.
+
+    Example:
+        >>> result.subset(without_not)  # doctest: +SKIP
+    """
+    return q.group != GIVEN and q.n_negations == 0
+
+
+def given(q: EvalQuery) -> bool:
+    """One of the dataset's own queries (``queries.jsonl``).
+
+    Example:
+        >>> result.subset(given)  # doctest: +SKIP
+    """
+    return q.group == GIVEN
+
+
+#: The query subsets reported apart and tested for significance.
+SUBSETS: dict[str, Callable[[EvalQuery], bool]] = {
+    "with NOT": with_not,
+    "without NOT": without_not,
+    "given": given,
+}
+
+
+def method_name(family: OperatorFamily) -> str:
+    """The name of the engine's method with ``family``: a preset's name when one matches.
+
+    Example:
+        >>> method_name(PRESETS["godel"]), method_name(next(itlr_combinations()))
+        ('pglogic[godel]', 'pglogic[itlr]')
+    """
+    for name, preset in PRESETS.items():
+        if preset.spec == family.spec:
+            return f"pglogic[{name}]"
+    return f"pglogic[{family.spec}]"
+
+
+def default_families() -> list[OperatorFamily]:
+    """ITLR's 12 combinations plus the other presets (duplicates by formula dropped).
+
+    Example:
+        >>> len(default_families()), method_name(default_families()[0])
+        (14, 'pglogic[itlr]')
+    """
+    out: dict[str, OperatorFamily] = {}
+    for fam in [*itlr_combinations(), *PRESETS.values()]:
+        out.setdefault(fam.spec, fam)
+    return list(out.values())
+
+
+def corpus_name_for(ds: Dataset, model: str) -> str:
+    """The corpus an evaluation uses: ``eval_<dataset>`` (``_<model>`` unless the default).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> corpus_name_for(SimpleNamespace(name="limit_small"), "all-MiniLM-L6-v2")
+        'eval_limit_small'
+    """
+    base = f"eval_{ds.name}"
+    if model != DEFAULT_MODEL:
+        base += "_" + "".join(ch if ch.isalnum() else "-" for ch in model)
+    return base[:63]
+
+
+def prepare_corpus(
+    api: PgLogic,
+    ds: Dataset,
+    name: str,
+    model: str = DEFAULT_MODEL,
+    *,
+    on_ingest: Callable[[int, int], None] | None = None,
+) -> Corpus:
+    """Create/refresh corpus ``name`` from the dataset's corpus file; build its index if missing.
+
+    Ingest is incremental: unchanged documents are neither embedded nor written again, so a
+    second evaluation of the same dataset starts at once. ``on_ingest(done, total)`` reports
+    progress.
+
+    Example:
+        >>> prepare_corpus(PgLogic(), ds, "eval_limit_small").name  # doctest: +SKIP
+        'eval_limit_small'
+    """
+    try:
+        c = api.corpus(name)
+    except UnknownCorpus:
+        c = api.create_corpus(name, model=model, description=f"pglogic eval of {ds.path}")
+    total = 0
+    done = 0
+
+    def start(n: int) -> None:
+        nonlocal total
+        total = n
+        if on_ingest:
+            on_ingest(0, n)
+
+    def batch(_stats: Any, n: int) -> None:
+        nonlocal done
+        done += n
+        if on_ingest:
+            on_ingest(done, total)
+
+    api.ingest(name, ds.corpus_file, on_start=start, on_batch=batch)
+    if api.corpus_info(name).index_name is None:
+        api.build_index(name)
+    return c
+
+
+@dataclass
+class EvalResult:
+    """What :func:`evaluate_dataset` measured (serialised by :mod:`pglogic.report`).
+
+    ``per_query[method][qid][metric]``; ``summary[method][metric]`` over all queries;
+    ``latency_ms[method]`` the median statement time; ``significance[method]`` the Wilcoxon
+    test of nDCG@10 against ``dense`` per non-empty subset of :data:`SUBSETS`.
+    """
+
+    dataset: Dataset
+    derived: Derived
+    model: str
+    k: int
+    methods: list[str]
+    per_query: dict[str, dict[str, dict[str, float]]]
+    latency_ms: dict[str, float]
+    seconds: float
+    summary: dict[str, dict[str, float]] = field(default_factory=dict)
+    significance: dict[str, dict[str, Paired]] = field(default_factory=dict)
+
+    @property
+    def queries(self) -> tuple[EvalQuery, ...]:
+        """The evaluated queries."""
+        return self.derived.queries
+
+    def subset(self, keep: Callable[[EvalQuery], bool]) -> list[str]:
+        """Ids of the queries for which ``keep`` is true.
+
+        Example:
+            >>> with_not = result.subset(lambda q: q.n_negations > 0)  # doctest: +SKIP
+        """
+        return [q.id for q in self.queries if keep(q)]
+
+    def mean(self, method: str, metric: str, qids: Iterable[str] | None = None) -> float:
+        """Mean of ``metric`` for ``method`` over ``qids`` (all queries by default).
+
+        Example:
+            >>> result.mean("dense", "ndcg@10")  # doctest: +SKIP
+            0.41
+        """
+        return aggregate(self.per_query[method], qids)[metric]
+
+
+def _ranked(conn: Connection, compiled: CompiledQuery, vectors: Mapping[str, Any]) -> list[str]:
+    return [h.external_id for h in execute(conn, compiled, dict(vectors))]
+
+
+@dataclass
+class _Runner:
+    conn: Connection
+    corpus: Corpus
+    embedder: CachedEmbedder
+    families: Sequence[OperatorFamily]
+    k: int
+    iterative: bool
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+    def timed(self, method: str, fn: Callable[[], list[str]]) -> list[str]:
+        t0 = time.perf_counter()
+        out = fn()
+        self.times.setdefault(method, []).append(time.perf_counter() - t0)
+        return out
+
+    def run(self, q: EvalQuery) -> dict[str, list[str]]:
+        term_list = terms(q.tree)
+        vectors = dict(zip(term_list, self.embedder.embed(term_list), strict=True))
+        dense_vec = self.embedder.embed([q.text])[0]
+        one = single_vector(self.corpus, self.k)
+        out: dict[str, list[str]] = {}
+        out[DENSE] = self.timed(DENSE, partial(_ranked, self.conn, one, {QUERY_VECTOR: dense_vec}))
+        exact = not positive_terms(q.tree)
+        for fam in self.families:
+            opts = SearchOptions(k=self.k, operators=fam, exact=exact)
+            compiled = compile_query(
+                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            )
+            name = method_name(fam)
+            out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
+        dec = compile_decomposed(q.tree, self.corpus, self.k)
+        out[DECOMPOSED] = self.timed(DECOMPOSED, partial(_ranked, self.conn, dec, vectors))
+        geo = {QUERY_VECTOR: geometric_vector(q.tree, vectors)}
+        out[GEOMETRIC] = self.timed(GEOMETRIC, partial(_ranked, self.conn, one, geo))
+        return out
+
+
+def run_methods(
+    conn: Connection,
+    corpus: Corpus,
+    queries: Sequence[EvalQuery],
+    *,
+    families: Sequence[OperatorFamily] | None = None,
+    k: int = K,
+    embedder: CachedEmbedder | None = None,
+    on_query: Callable[[int, int], None] | None = None,
+) -> tuple[dict[str, dict[str, list[str]]], dict[str, float]]:
+    """Run every method on every query; return (rankings[method][qid], median ms per method).
+
+    Example:
+        >>> runs, ms = run_methods(conn, corpus, derived.queries)  # doctest: +SKIP
+        >>> runs["dense"]["itlr3-00-0001"][:3]  # doctest: +SKIP
+        ['reuters-1', 'reuters-7', 'reuters-9']
+    """
+    runner = _Runner(
+        conn,
+        corpus,
+        embedder or get_query_embedder(corpus.model),
+        list(families) if families is not None else default_families(),
+        k,
+        server_has_iterative_scan(conn),
+    )
+    runs: dict[str, dict[str, list[str]]] = {}
+    for i, q in enumerate(queries):
+        for method, ranking in runner.run(q).items():
+            runs.setdefault(method, {})[q.id] = ranking
+        if on_query:
+            on_query(i + 1, len(queries))
+    ms = {m: 1000 * statistics.median(ts) for m, ts in runner.times.items()}
+    return runs, ms
+
+
+def evaluate_dataset(
+    api: PgLogic,
+    ds: Dataset,
+    *,
+    model: str = DEFAULT_MODEL,
+    corpus_name: str | None = None,
+    derived: Derived | None = None,
+    families: Sequence[OperatorFamily] | None = None,
+    k: int = K,
+    on_ingest: Callable[[int, int], None] | None = None,
+    on_query: Callable[[int, int], None] | None = None,
+) -> EvalResult:
+    """Evaluate every method on ``ds`` (derived queries by default) and summarise.
+
+    Example:
+        >>> res = evaluate_dataset(PgLogic(), load_dataset(Path("data/limit_small")))  # doctest: +SKIP
+        >>> sorted(res.summary)[:2]  # doctest: +SKIP
+        ['decomposed', 'dense']
+    """
+    t0 = time.perf_counter()
+    derived = derived if derived is not None else derive_queries(ds)
+    name = corpus_name or corpus_name_for(ds, model)
+    corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest)
+    with api.connect() as conn:
+        runs, ms = run_methods(
+            conn, corpus, derived.queries, families=families, k=k, on_query=on_query
+        )
+    relevant = {q.id: q.relevant for q in derived.queries}
+    negatives = {q.id: q.negatives for q in derived.queries}
+    per_query = {m: evaluate_run(run, relevant, negatives) for m, run in runs.items()}
+    result = EvalResult(ds, derived, model, k, list(runs), per_query, ms, time.perf_counter() - t0)
+    summarise(result)
+    return result
+
+
+def summarise(result: EvalResult) -> None:
+    """Fill ``result.summary`` and ``result.significance`` (Wilcoxon of nDCG@10 vs dense).
+
+    Example:
+        >>> summarise(result); result.significance["pglogic[itlr]"]["with NOT"].p_value  # doctest: +SKIP
+        1.2e-05
+    """
+    result.summary = {m: aggregate(result.per_query[m]) for m in result.methods}
+    subsets = {label: result.subset(keep) for label, keep in SUBSETS.items()}
+    subsets = {label: qids for label, qids in subsets.items() if qids}
+    dense = result.per_query.get(DENSE, {})
+    for m in result.methods:
+        if m == DENSE or not dense:
+            continue
+        result.significance[m] = {}
+        for label, qids in subsets.items():
+            a = {q: dense[q]["ndcg@10"] for q in qids}
+            b = {q: result.per_query[m][q]["ndcg@10"] for q in qids}
+            result.significance[m][label] = paired_test(a, b)
+
+
+__all__ = [
+    "DECOMPOSED",
+    "DENSE",
+    "GEOMETRIC",
+    "HEADLINE",
+    "METRICS",
+    "EvalResult",
+    "K",
+    "corpus_name_for",
+    "default_families",
+    "evaluate_dataset",
+    "method_name",
+    "prepare_corpus",
+    "run_methods",
+    "summarise",
+]
