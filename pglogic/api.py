@@ -25,6 +25,7 @@ from pglogic.embed import get_embedder, get_query_embedder
 from pglogic.errors import EmbeddingError, SchemaError
 from pglogic.filters import Filter
 from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
+from pglogic.operators import DEFAULT_FAMILY
 from pglogic.query import Node
 from pglogic.readers import FieldMap
 from pglogic.search import SearchResult, search, server_has_iterative_scan, to_tree
@@ -211,7 +212,7 @@ class PgLogic:
         query: str | Node,
         *,
         k: int = 10,
-        operators: str = "itlr",
+        operators: str = DEFAULT_FAMILY,
         truth: str = "clamp",
         exact: bool = False,
         depth: int | None = None,

@@ -37,6 +37,7 @@ from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
 from pglogic.errors import PglogicError, QuerySyntaxError
 from pglogic.filters import parse_filter
 from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats
+from pglogic.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.readers import FORMATS, FieldMap
 from pglogic.search import SearchResult
 
@@ -430,9 +431,9 @@ def search_options(f: Any) -> Any:
         click.option("-k", "--k", type=int, default=10, show_default=True, help="Hits to return."),
         click.option(
             "--operators",
-            default="itlr",
+            default=DEFAULT_FAMILY,
             show_default=True,
-            help="Operator family: itlr, godel, lukasiewicz, product, or and=..,or=..,not=..",
+            help="Operator family: a preset (" + ", ".join(PRESETS) + ") or and=..,or=..,not=..",
         ),
         click.option(
             "--truth",

@@ -48,7 +48,7 @@ from pglogic.corpus import Corpus
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
-from pglogic.operators import OperatorFamily, resolve_family, to_sql
+from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
 from pglogic.query import Node, Term, positive_terms, terms
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -141,7 +141,7 @@ class SearchOptions:
     """
 
     k: int = 10
-    operators: str | OperatorFamily = "itlr"
+    operators: str | OperatorFamily = DEFAULT_FAMILY
     truth: str = "clamp"
     exact: bool = False
     depth: int | None = None

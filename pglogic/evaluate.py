@@ -12,8 +12,8 @@ the formula has no positive term, which the engine must score exactly):
 
 * ``dense`` — the question as one string (:func:`pglogic.derive.to_text`), plain top-k;
 * ``pglogic[<family>]`` — the engine, one entry per operator family (:func:`default_families`:
-  ITLR's 12 combinations, Łukasiewicz, product/probabilistic sum); ``pglogic[itlr]`` is the
-  default and the one tested against ``dense`` for significance;
+  ITLR's 12 combinations, Łukasiewicz, product/probabilistic sum); ``pglogic[product-max]``
+  (:data:`HEADLINE`) is the default, the one the targets are checked on;
 * ``decomposed`` and ``geometric`` — the BoolQuestions and NSFL baselines
   (:mod:`pglogic.baselines`).
 
@@ -49,7 +49,12 @@ from pglogic.embed import CachedEmbedder, get_query_embedder
 from pglogic.errors import UnknownCorpus
 from pglogic.evaldata import Dataset
 from pglogic.metrics import METRICS, Paired, aggregate, evaluate_run, paired_test
-from pglogic.operators import PRESETS, OperatorFamily, itlr_combinations
+from pglogic.operators import (
+    DEFAULT_FAMILY,
+    PRESETS,
+    OperatorFamily,
+    itlr_combinations,
+)
 from pglogic.query import positive_terms, terms
 from pglogic.search import execute, server_has_iterative_scan
 
@@ -59,8 +64,8 @@ DENSE = "dense"
 DECOMPOSED = "decomposed"
 GEOMETRIC = "geometric"
 GIVEN = "given"
-#: The engine's default, tested against the dense baseline.
-HEADLINE = "pglogic[itlr]"
+#: The engine's default family, tested against the dense baseline.
+HEADLINE = f"pglogic[{DEFAULT_FAMILY}]"
 
 
 def with_not(q: EvalQuery) -> bool:
@@ -104,6 +109,9 @@ def method_name(family: OperatorFamily) -> str:
     Example:
         >>> method_name(PRESETS["godel"]), method_name(next(itlr_combinations()))
         ('pglogic[godel]', 'pglogic[itlr]')
+        >>> from pglogic.operators import resolve_family
+        >>> method_name(resolve_family("and=product,or=max,not=complement"))
+        'pglogic[product-max]'
     """
     for name, preset in PRESETS.items():
         if preset.spec == family.spec:
@@ -112,14 +120,14 @@ def method_name(family: OperatorFamily) -> str:
 
 
 def default_families() -> list[OperatorFamily]:
-    """ITLR's 12 combinations plus the other presets (duplicates by formula dropped).
+    """The default family, ITLR's 12 combinations and the other presets (no formula twice).
 
     Example:
-        >>> len(default_families()), method_name(default_families()[0])
-        (14, 'pglogic[itlr]')
+        >>> [method_name(f) for f in default_families()[:2]], len(default_families())
+        (['pglogic[product-max]', 'pglogic[itlr]'], 14)
     """
     out: dict[str, OperatorFamily] = {}
-    for fam in [*itlr_combinations(), *PRESETS.values()]:
+    for fam in [PRESETS[DEFAULT_FAMILY], *itlr_combinations(), *PRESETS.values()]:
         out.setdefault(fam.spec, fam)
     return list(out.values())
 
@@ -340,7 +348,7 @@ def summarise(result: EvalResult) -> None:
     """Fill ``result.summary`` and ``result.significance`` (Wilcoxon of nDCG@10 vs dense).
 
     Example:
-        >>> summarise(result); result.significance["pglogic[itlr]"]["with NOT"].p_value  # doctest: +SKIP
+        >>> summarise(result); result.significance["pglogic[product-max]"]["with NOT"].p_value  # doctest: +SKIP
         1.2e-05
     """
     result.summary = {m: aggregate(result.per_query[m]) for m in result.methods}

@@ -60,16 +60,16 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 def key_methods(result: EvalResult) -> list[str]:
-    """The methods shown in the breakdowns: dense, the default engine, the best other family
-    (by nDCG@10 over all queries), Gödel, and the two baselines.
+    """The methods shown in the breakdowns: dense, the default engine, ITLR's default, the best
+    other family (by nDCG@10 over all queries), Gödel, and the two baselines.
 
     Example:
         >>> key_methods(result)  # doctest: +SKIP
-        ['dense', 'pglogic[itlr]', 'pglogic[and=min,or=sum,not=complement]', ...]
+        ['dense', 'pglogic[product-max]', 'pglogic[itlr]', 'pglogic[godel]', ...]
     """
     engine = [m for m in result.methods if m.startswith("pglogic[") and m != HEADLINE]
     best = max(engine, key=lambda m: _nan0(result.summary[m]["ndcg@10"]), default=None)
-    wanted = [DENSE, HEADLINE, best, "pglogic[godel]", DECOMPOSED, GEOMETRIC]
+    wanted = [DENSE, HEADLINE, "pglogic[itlr]", best, "pglogic[godel]", DECOMPOSED, GEOMETRIC]
     out: list[str] = []
     for m in wanted:
         if m and m in result.methods and m not in out:

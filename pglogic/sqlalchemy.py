@@ -40,6 +40,7 @@ from sqlalchemy.sql.util import find_tables
 from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.embed import Embedder
 from pglogic.errors import InvalidInput
+from pglogic.operators import DEFAULT_FAMILY
 from pglogic.query import Node
 from pglogic.search import to_tree
 
@@ -169,7 +170,7 @@ def logical_search(
     k: int = 10,
     embedder: Embedder | None = None,
     vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
-    operators: str = "itlr",
+    operators: str = DEFAULT_FAMILY,
     truth: str = "clamp",
     exact: bool = False,
     depth: int | None = None,

@@ -465,7 +465,9 @@ def test_known_scores_default_family(engine_conn: psycopg.Connection[Any], hand:
 def test_search_runs_the_whole_pipeline(engine_conn: psycopg.Connection[Any], hand: Corpus) -> None:
     embedder = CountingEmbedder(dict(HAND_TERMS))
     query = '"A" OR "A" AND NOT "B" OR "A"'
-    result = search(engine_conn, hand, query, embedder=embedder, options=SearchOptions(k=3))
+    result = search(
+        engine_conn, hand, query, embedder=embedder, options=SearchOptions(k=3, operators="itlr")
+    )
     assert embedder.calls == [["A", "B"]]  # one batch, each distinct term once
     assert len(re.findall(r'"c\d+" AS MATERIALIZED', result.compiled.as_string())) == 1
     assert [h.external_id for h in result.hits] == ["a", "ac", "ab"]

@@ -62,7 +62,7 @@ def test_not_moves_the_guide_away_from_the_negated_term() -> None:
 def test_sum_or_guide_is_the_normalised_sum() -> None:
     """With OR = sum and all similarities in (0, 1), the score is x·(Σ v): maximal at Σ v."""
     vecs = related_vectors(3, spread=0.3)
-    g = guide_vector(parse('"t1" OR "t2" OR "t3"'), vecs)
+    g = guide_vector(parse('"t1" OR "t2" OR "t3"'), vecs, "itlr")
     want = unit(sum(vecs.values()))
     assert float(g @ want) == pytest.approx(1.0, abs=1e-4)
 

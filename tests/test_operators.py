@@ -183,8 +183,11 @@ def test_paper_example_sql_and_value() -> None:
     sims = {"dog": arr(0.6, 0.0), "cat": arr(0.5, 0.9), "mouse": arr(0.4, 0.9)}
     sims["giraffe"] = arr(0.5, 0.1)
     expected = (sims["dog"] + sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
-    np.testing.assert_allclose(evaluate_numpy(tree, sims), expected)
+    np.testing.assert_allclose(evaluate_numpy(tree, sims, "itlr"), expected)
     np.testing.assert_allclose(expected, [0.4, 0.729])
+    # the default, product-max: OR is the larger of its operands
+    default = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
+    np.testing.assert_allclose(evaluate_numpy(tree, sims), default)
 
 
 def test_sql_never_contains_term_text() -> None:
@@ -318,12 +321,13 @@ def test_presets() -> None:
     def parts(f: OperatorFamily) -> tuple[str, str, str]:
         return (f.and_.name, f.or_.name, f.not_.name)
 
+    assert parts(PRESETS["product-max"]) == ("product", "max", "complement")
     assert parts(PRESETS["itlr"]) == ("product", "sum", "complement")
     assert parts(PRESETS["godel"]) == ("min", "max", "complement")
     assert parts(PRESETS["lukasiewicz"]) == ("lukasiewicz", "lukasiewicz", "complement")
     assert parts(PRESETS["product"]) == ("product", "probsum", "complement")
-    assert resolve_family(None) is PRESETS["itlr"]
-    assert resolve_family("") is PRESETS["itlr"]
+    assert resolve_family(None) is PRESETS["product-max"]
+    assert resolve_family("") is PRESETS["product-max"]
     assert resolve_family(" Godel ") is PRESETS["godel"]
     assert resolve_family(PRESETS["product"]) is PRESETS["product"]
 
@@ -350,8 +354,8 @@ def test_family_names_resolve_back(family: OperatorFamily) -> None:
     ("spec", "parts"),
     [
         ("and=min,or=max,not=reciprocal", ("min", "max", "reciprocal")),
-        ("and=min", ("min", "sum", "complement")),
-        ("not=reciprocal", ("product", "sum", "reciprocal")),
+        ("and=min", ("min", "max", "complement")),
+        ("not=reciprocal", ("product", "max", "reciprocal")),
         (" OR = probsum , AND = lukasiewicz ", ("lukasiewicz", "probsum", "complement")),
         ("itlr:min/max/complement", ("min", "max", "complement")),
         ("itlr[sum, max, reciprocal]", ("sum", "max", "reciprocal")),
@@ -363,7 +367,7 @@ def test_resolve_family_specs(spec: str, parts: tuple[str, str, str]) -> None:
 
 
 USAGE = (
-    "use a preset (itlr, godel, lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in "
+    "use a preset (product-max, itlr, godel, lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in "
     "{product, sum, min, lukasiewicz}, OR in {sum, max, probsum, lukasiewicz}, "
     "NOT in {complement, reciprocal}"
 )

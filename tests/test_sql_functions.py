@@ -489,12 +489,26 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         assert row is not None
         return int(row[0]), bool(row[1]), bool(row[2])
 
-    assert migrate.current(dsn) == "0002"
+    assert migrate.current(dsn) == migrate.head()
     assert objects() == (24, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
     assert objects() == (24, True, True)
+
+
+def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None:
+    def default() -> list[str]:
+        with connect(dsn) as c:
+            row = c.execute("SELECT pglogic._resolve_operators(NULL)").fetchone()
+        assert row is not None
+        return list(row[0])
+
+    assert default() == ["product", "max", "complement"]
+    migrate.downgrade(dsn, "0002")
+    assert default() == ["product", "sum", "complement"]
+    migrate.upgrade(dsn)
+    assert default() == ["product", "max", "complement"]
 
 
 def test_sql_files_ship_in_the_package() -> None:

@@ -3,13 +3,13 @@
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
 --                                    {"op": "not", "arg": {"term": "natural gas"}}]},
---     "operators": "itlr", "truth": "clamp", "k": 10}');
+--     "operators": "product-max", "truth": "clamp", "k": 10}');
 --
 -- The tree has the nodes {"term": TEXT, "vector": [...] | "[...]"} (or just "TEXT"),
 -- {"op": "and" | "or", "args": [two or more nodes]} and {"op": "not", "arg": NODE}. A term without
 -- a vector is looked up in pglogic.term_cache for the corpus's model. Options next to "tree":
--- operators (a preset such as "itlr", "godel", a spec "and=min,or=max,not=complement" or an object
--- {"and": ..., "or": ..., "not": ...}), truth ("clamp" | "affine"), k (10), exact (false),
+-- operators (a preset such as "product-max" (the default since migration 0003), "itlr", a spec
+-- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth ("clamp" | "affine"), k (10), exact (false),
 -- depth and ef_search (null: the defaults of pglogic.compile.default_depth), iterative_scan (true).
 -- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
 --

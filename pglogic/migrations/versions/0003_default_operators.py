@@ -1,0 +1,43 @@
+"""The default operator family of ``pglogic.search()`` becomes ``product-max``.
+
+Replaces ``pglogic._resolve_operators`` with the version in ``pglogic/sql/operators_default.sql``:
+no operators (or a partial spec such as ``not=reciprocal``) now means and=product, or=max,
+not=complement, like ``pglogic.operators.DEFAULT_FAMILY``; the preset ``itlr`` keeps its meaning.
+Downgrading restores the definition installed by 0002 (from ``search.sql``).
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-22
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+_START = "-- Resolve an operator family"
+_END = "$fn$;"
+
+
+def _sql(name: str) -> str:
+    return (resources.files("pglogic") / "sql" / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_sql("operators_default.sql"))
+
+
+def downgrade() -> None:
+    text = _sql("search.sql")
+    start = text.index(_START)
+    _run(text[start : text.index(_END, start) + len(_END)])
