@@ -3,7 +3,7 @@
 Runs :func:`pglogic.evaluate.evaluate_dataset` (the code path of ``pglogic eval``) on each
 directory of ``../shared/data`` and writes ``bench/quality/<dataset>/results.{md,json}`` and its
 plots, then ``bench/quality/summary.{md,json}``: the headline numbers of every dataset (the
-default engine ``pglogic[itlr]`` against dense retrieval and the baselines, queries with and
+default engine ``pglogic[product-max]`` against dense retrieval and the baselines, queries with and
 without NOT) and the targets of the issue, checked.
 
     .venv/bin/python bench/quality.py                       # all four datasets (~15 min)
@@ -108,7 +108,7 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
             ]
         )
     out += md_table(header, body)
-    out += ["## Targets (pglogic[itlr] vs dense)", ""]
+    out += [f"## Targets ({HEADLINE} vs dense)", ""]
     names = list(rows[0]["targets"]) if rows else []
     out += md_table(
         ["dataset", *names],

@@ -76,7 +76,9 @@ def geometric_vector(tree: Node, vectors: Mapping[str, npt.ArrayLike]) -> Vector
             return _unit(-np.sum(neg, axis=0))
         q = _unit(np.sum(pos, axis=0))
         if neg:
-            basis, _ = np.linalg.qr(np.stack(neg, axis=1))  # orthonormal span of the NOTs
+            # orthonormal basis of the NOTs' span (SVD drops dependent directions; QR would not)
+            u, sv, _ = np.linalg.svd(np.stack(neg, axis=1), full_matrices=False)
+            basis = u[:, sv > 1e-8 * sv[0]]
             projected = q - basis @ (basis.T @ q)
             if float(np.linalg.norm(projected)) > 1e-6:
                 q = _unit(projected)

@@ -49,12 +49,14 @@ from pglogic.report import targets, write_report
 )
 @click.option(
     "--per-template",
-    type=int,
+    type=click.IntRange(min=0),
     default=PER_TEMPLATE,
     show_default=True,
     help="Derived formulas per template.",
 )
-@click.option("--max-given", type=int, help="Use at most N of the dataset's own queries.")
+@click.option(
+    "--max-given", type=click.IntRange(min=0), help="Use at most N of the dataset's own queries."
+)
 @click.option(
     "--names",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -84,7 +86,8 @@ def eval_cmd(
     nDCG@10, MRR@10, mAP@100, Recall@100 and NegRecall@10 are reported per template, number of
     negations and number of terms, with Wilcoxon tests against dense retrieval.
     """
-    fams = [resolve_family(f) for f in families] if families else default_families()
+    fams = list({(f := resolve_family(spec)).spec: f for spec in families}.values())
+    fams = fams or default_families()
     ds = load_dataset(dataset, names=names)
     derived = derive_queries(ds, per_template=per_template, seed=seed, max_given=max_given)
     if not derived.queries:

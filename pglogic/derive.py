@@ -478,8 +478,14 @@ class _Sampler:
         candidates = set().union(*(ix.neighbors[c] for c in chosen))
         return sorted(candidates - excluded)
 
-    def draw(self, template: Template, per_template: int, seed: int) -> tuple[list[EvalQuery], str]:
-        """Return the accepted queries and, when fewer than wanted, the reason."""
+    def draw(
+        self, template: Template, per_template: int, seed: int, seen: set[str]
+    ) -> tuple[list[EvalQuery], str]:
+        """Return the accepted queries and, when fewer than wanted, the reason.
+
+        ``seen`` holds the canonical forms of the formulas accepted so far by every template
+        (``AND x3`` and ``A∧B∧C`` have the same shape): a formula is never evaluated twice.
+        """
         ix = self.ix
         rng = random.Random(f"{seed}:{template.key}")
         skeleton = template.skeleton
@@ -497,7 +503,6 @@ class _Sampler:
         negated = _negated_terms(skeleton)
         budget = TRY_BUDGET * per_template
         accepted: list[EvalQuery] = []
-        seen: set[str] = set()
         rejections: Counter[str] = Counter()
         tries = 0
         while len(accepted) < per_template and tries < budget:
@@ -550,12 +555,13 @@ class _Sampler:
                     rejections["no trap document (negated labels never meet the rest)"] += 1
                     continue
             slot_labels = {slot: ix.labels[chosen[slot]] for slot in slots}
-            key = _canonical(skeleton, slot_labels)
+            texts = {slot: ix.text[chosen[slot]] for slot in slots}
+            # by term text: two labels with one name (aliases) make the same query
+            key = _canonical(skeleton, texts)
             if key in seen:
                 rejections["only repeats of formulas already drawn"] += 1
                 continue
             seen.add(key)
-            texts = {slot: ix.text[chosen[slot]] for slot in slots}
             accepted.append(
                 EvalQuery(
                     id=f"{template.key}-{len(accepted) + 1:04d}",
@@ -649,14 +655,17 @@ def derive_queries(
     """
     if per_template < 0:
         raise ValueError("per_template must be >= 0")
+    if max_given is not None and max_given < 0:
+        raise ValueError("max_given must be >= 0")
     limits = thresholds(ds)
     index = _Index.build(ds, limits["min_label_docs"]) if limits["min_label_docs"] else None
     queries: list[EvalQuery] = []
     skipped: dict[str, str] = {}
     if index is not None and index.usable:
         sampler = _Sampler(ds, index, limits)
+        seen: set[str] = set()
         for template in TEMPLATES:
-            accepted, why = sampler.draw(template, per_template, seed)
+            accepted, why = sampler.draw(template, per_template, seed, seen)
             queries.extend(accepted)
             if why:
                 skipped[template.name] = why

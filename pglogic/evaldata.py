@@ -290,6 +290,13 @@ def _read_names_file(path: Path) -> dict[str, str]:
     return data
 
 
+def _id_list(value: Any, where: str, field: str) -> list[str]:
+    """Document ids given as strings or integers (like the corpus's ``id``)."""
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}: '{field}' must be a list of document ids")
+    return [_id(v, where, field) for v in value]
+
+
 def _read_queries(path: Path, corpus_ids: frozenset[str]) -> tuple[GivenQuery, ...]:
     queries: list[GivenQuery] = []
     first_line: dict[str, int] = {}
@@ -314,8 +321,10 @@ def _read_queries(path: Path, corpus_ids: frozenset[str]) -> tuple[GivenQuery, .
                 raise InvalidInput(f"{where}: 'logical' does not parse: {e}") from None
         if "relevant" not in obj:
             raise InvalidInput(f"{where}: missing 'relevant'")
-        relevant = _string_list(obj["relevant"], where, "relevant")
-        negatives = _string_list(obj.get("negatives") or [], where, "negatives")
+        relevant = _id_list(obj["relevant"], where, "relevant")
+        if not relevant:
+            raise InvalidInput(f"{where}: 'relevant' is empty (a query needs a relevant document)")
+        negatives = _id_list(obj.get("negatives") or [], where, "negatives")
         for field, ids in (("relevant", relevant), ("negatives", negatives)):
             unknown = sorted(set(ids) - corpus_ids)
             if unknown:

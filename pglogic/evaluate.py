@@ -46,7 +46,7 @@ from pglogic.corpus import Corpus
 from pglogic.db import Connection
 from pglogic.derive import Derived, EvalQuery, derive_queries
 from pglogic.embed import CachedEmbedder, get_query_embedder
-from pglogic.errors import UnknownCorpus
+from pglogic.errors import InvalidInput, UnknownCorpus
 from pglogic.evaldata import Dataset
 from pglogic.metrics import METRICS, Paired, aggregate, evaluate_run, paired_test
 from pglogic.operators import (
@@ -142,8 +142,8 @@ def corpus_name_for(ds: Dataset, model: str) -> str:
     """
     base = f"eval_{ds.name}"
     if model != DEFAULT_MODEL:
-        base += "_" + "".join(ch if ch.isalnum() else "-" for ch in model)
-    return base[:63]
+        base += "_" + model
+    return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in base)[:63]
 
 
 def prepare_corpus(
@@ -183,8 +183,18 @@ def prepare_corpus(
         if on_ingest:
             on_ingest(done, total)
 
+    if c.model != model:
+        raise InvalidInput(
+            f"Corpus {name!r} uses model {c.model!r}, not {model!r}: choose another --corpus"
+        )
     api.ingest(name, ds.corpus_file, on_start=start, on_batch=batch)
-    if api.corpus_info(name).index_name is None:
+    info = api.corpus_info(name)
+    if info.documents != len(ds.doc_ids):
+        raise InvalidInput(
+            f"Corpus {name!r} holds {info.documents:,} documents, the dataset {len(ds.doc_ids):,}:"
+            " it has documents from elsewhere; drop it or choose another --corpus"
+        )
+    if info.index_name is None:
         api.build_index(name)
     return c
 

@@ -634,6 +634,33 @@ def test_error_queries(tmp_path: Path) -> None:
         ],
     )
     expect_error(d, "queries.jsonl, line 1: negatives ids not in the corpus: 'nope'")
+    d = make_dataset(tmp_path / "empty", rows, queries=[{"text": "x", "relevant": []}])
+    expect_error(
+        d, "queries.jsonl, line 1: 'relevant' is empty (a query needs a relevant document)"
+    )
+
+
+def test_integer_ids_in_queries(tmp_path: Path) -> None:
+    rows = [{"id": 1, "labels": ["x"]}, {"id": 2, "labels": ["y"]}]
+    d = make_dataset(tmp_path / "ints", rows, queries=[{"text": "x", "relevant": [1]}])
+    assert load_dataset(d).queries[0].relevant == frozenset({"1"})
+
+
+@pytest.mark.parametrize("name", ["reuters21578", "arxiv_0704", "limit_small"])
+def test_no_formula_is_drawn_twice_across_templates(shared_data: Path, name: str) -> None:
+    """``AND x3``, ``t1 AND t2 AND t3`` and ``A∧B∧C`` share a shape: one formula counts once."""
+
+    def canonical(node: Node) -> str:
+        if isinstance(node, Term):
+            return repr(node.text)
+        if isinstance(node, Not):
+            return f"NOT({canonical(node.child)})"
+        op = "AND" if isinstance(node, And) else "OR"
+        return f"{op}({','.join(sorted(canonical(c) for c in node.children))})"
+
+    _, derived = loaded(shared_data, name)
+    keys = [canonical(q.tree) for q in derived.queries if q.group != "given"]
+    assert len(keys) == len(set(keys))
 
 
 def test_error_labels_json(tmp_path: Path) -> None:

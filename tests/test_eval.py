@@ -50,6 +50,12 @@ def test_geometric_or_and_lone_not() -> None:
     assert np.allclose(geometric_vector(parse('NOT "c"'), V), -V["c"])
 
 
+def test_geometric_dependent_negations_still_project() -> None:
+    v = {"a": np.array([1.0, 1.0, 0.0]), "b": np.array([0.0, 1.0, 0.0])}
+    q = geometric_vector(parse('"a" AND NOT "b" AND NOT "c"'), {**v, "c": v["b"]})
+    np.testing.assert_allclose(q, [1.0, 0.0, 0.0], atol=1e-6)
+
+
 def test_geometric_not_of_the_same_direction_keeps_the_sum() -> None:
     q = geometric_vector(parse('"a" AND NOT "a2"'), {**V, "a2": V["a"] * 2})
     assert np.allclose(q, V["a"])
@@ -121,7 +127,15 @@ def hand_corpus(pg_server: Any) -> Iterator[tuple[psycopg.Connection[Any], Corpu
 @pytest.mark.db
 @pytest.mark.parametrize(
     "query",
-    ['"x" AND "y"', '"x" AND NOT "y"', '"x" OR "y" AND NOT "z"', '("x" OR "y") AND NOT "z"', '"x"'],
+    [
+        '"x" AND "y"',
+        '"x" AND NOT "y"',
+        '"x" OR "y" AND NOT "z"',
+        '("x" OR "y") AND NOT "z"',
+        '"x" OR NOT "y"',
+        'NOT "x" OR "y" AND "z"',
+        '"x"',
+    ],
 )
 def test_decomposed_matches_the_reference(
     hand_corpus: tuple[psycopg.Connection[Any], Corpus], query: str
@@ -191,6 +205,13 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert "## nDCG@10 by number of negations" in md and "Wilcoxon" in md
     assert (out / "ndcg_by_negations.png").stat().st_size > 1000
     assert (out / "ndcg_by_terms.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("option", ["--per-template", "--max-given"])
+def test_eval_rejects_negative_counts(option: str, tmp_path: Path) -> None:
+    res = run_cli("eval", str(tmp_path), option, "-1")
+    assert res.returncode == 2
+    assert "-1 is not in the range x>=0" in res.stderr
 
 
 @pytest.mark.db

@@ -535,7 +535,10 @@ def test_sql_files_ship_inside_the_wheel(tmp_path: Path) -> None:
         "pglogic/sql/operators.sql",
         "pglogic/sql/search.sql",
         "pglogic/sql/reader.sql",
+        "pglogic/sql/resolve_operators_0002.sql",
         "pglogic/migrations/versions/0002_sql_functions.py",
+        "pglogic/migrations/versions/0003_default_operators.py",
+        "pglogic/data/arxiv_categories.json",
         "pglogic/render.py",
         "pglogic/term_cache.py",
     } <= names

@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migration 0002).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002, 0003).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -123,14 +123,15 @@ END
 $fn$;
 
 -- Resolve an operator family like pglogic.operators.resolve_family: returns {and, or, not}.
+-- Since migration 0003 the default (and the fill-in for partial specs) is product-max.
 CREATE OR REPLACE FUNCTION pglogic._resolve_operators(spec jsonb)
 RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
-    usage constant text := 'use a preset (itlr, godel, lukasiewicz, product) or '
+    usage constant text := 'use a preset (product-max, itlr, godel, lukasiewicz, product) or '
         'and=NAME,or=NAME,not=NAME with AND in {product, sum, min, lukasiewicz}, '
         'OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal}';
-    itlr constant text[] := ARRAY['product', 'sum', 'complement'];
+    dflt constant text[] := ARRAY['product', 'max', 'complement'];
     kinds constant text[] := ARRAY['and', 'or', 'not'];
     chosen text[] := ARRAY[NULL, NULL, NULL]::text[];
     raw text;
@@ -143,7 +144,7 @@ DECLARE
     pos integer;
 BEGIN
     IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
-        RETURN itlr;
+        RETURN dflt;
     END IF;
     IF jsonb_typeof(spec) = 'object' THEN
         FOR kind, val IN SELECT e.key, e.value FROM jsonb_each(spec) AS e LOOP
@@ -158,8 +159,8 @@ BEGIN
                 lower(kind), lower(btrim(val #>> '{}')), spec::text
             );
         END LOOP;
-        RETURN ARRAY[coalesce(chosen[1], itlr[1]), coalesce(chosen[2], itlr[2]),
-                     coalesce(chosen[3], itlr[3])];
+        RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
+                     coalesce(chosen[3], dflt[3])];
     END IF;
     IF jsonb_typeof(spec) <> 'string' THEN
         RAISE EXCEPTION 'Invalid operators=%: %', pglogic._show(spec), usage
@@ -167,8 +168,10 @@ BEGIN
     END IF;
     raw := spec #>> '{}';
     txt := lower(regexp_replace(raw, '\s+', '', 'g'));
-    IF txt = '' OR txt = 'itlr' THEN
-        RETURN itlr;
+    IF txt = '' OR txt = 'product-max' THEN
+        RETURN dflt;
+    ELSIF txt = 'itlr' THEN
+        RETURN ARRAY['product', 'sum', 'complement'];
     ELSIF txt = 'godel' THEN
         RETURN ARRAY['min', 'max', 'complement'];
     ELSIF txt = 'lukasiewicz' THEN
@@ -207,8 +210,8 @@ BEGIN
         END IF;
         chosen[pos] := pglogic._check_operator(kind, substr(part, length(kind) + 2), raw);
     END LOOP;
-    RETURN ARRAY[coalesce(chosen[1], itlr[1]), coalesce(chosen[2], itlr[2]),
-                 coalesce(chosen[3], itlr[3])];
+    RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
+                 coalesce(chosen[3], dflt[3])];
 END
 $fn$;
 

@@ -1,9 +1,10 @@
 """The default operator family of ``pglogic.search()`` becomes ``product-max``.
 
-Replaces ``pglogic._resolve_operators`` with the version in ``pglogic/sql/operators_default.sql``:
-no operators (or a partial spec such as ``not=reciprocal``) now means and=product, or=max,
-not=complement, like ``pglogic.operators.DEFAULT_FAMILY``; the preset ``itlr`` keeps its meaning.
-Downgrading restores the definition installed by 0002 (from ``search.sql``).
+Re-creates ``pglogic._resolve_operators`` from its current definition in
+``pglogic/sql/search.sql``: no operators (or a partial spec such as ``not=reciprocal``) now means
+and=product, or=max, not=complement, like ``pglogic.operators.DEFAULT_FAMILY``; the preset
+``itlr`` keeps its meaning. Downgrading restores 0002's definition, frozen in
+``pglogic/sql/resolve_operators_0002.sql``.
 
 Revision ID: 0003
 Revises: 0002
@@ -30,14 +31,15 @@ def _sql(name: str) -> str:
 
 
 def _run(script: str) -> None:
+    # Straight to the driver: the function bodies hold '%' (RAISE), not bind parameters.
     op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:
-    _run(_sql("operators_default.sql"))
-
-
-def downgrade() -> None:
     text = _sql("search.sql")
     start = text.index(_START)
     _run(text[start : text.index(_END, start) + len(_END)])
+
+
+def downgrade() -> None:
+    _run(_sql("resolve_operators_0002.sql"))

@@ -1,16 +1,15 @@
--- Migration 0003: the default operator family becomes product-max (product, max, complement),
--- as in pglogic.operators.DEFAULT_FAMILY; 'itlr' stays a preset.
+-- pglogic._resolve_operators as migration 0002 installed it (default family itlr), frozen here
+-- for the downgrade of migration 0003. The current definition lives in search.sql.
 
 -- Resolve an operator family like pglogic.operators.resolve_family: returns {and, or, not}.
--- Since migration 0003 the default (and the fill-in for partial specs) is product-max.
 CREATE OR REPLACE FUNCTION pglogic._resolve_operators(spec jsonb)
 RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
-    usage constant text := 'use a preset (product-max, itlr, godel, lukasiewicz, product) or '
+    usage constant text := 'use a preset (itlr, godel, lukasiewicz, product) or '
         'and=NAME,or=NAME,not=NAME with AND in {product, sum, min, lukasiewicz}, '
         'OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal}';
-    dflt constant text[] := ARRAY['product', 'max', 'complement'];
+    itlr constant text[] := ARRAY['product', 'sum', 'complement'];
     kinds constant text[] := ARRAY['and', 'or', 'not'];
     chosen text[] := ARRAY[NULL, NULL, NULL]::text[];
     raw text;
@@ -23,7 +22,7 @@ DECLARE
     pos integer;
 BEGIN
     IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
-        RETURN dflt;
+        RETURN itlr;
     END IF;
     IF jsonb_typeof(spec) = 'object' THEN
         FOR kind, val IN SELECT e.key, e.value FROM jsonb_each(spec) AS e LOOP
@@ -38,8 +37,8 @@ BEGIN
                 lower(kind), lower(btrim(val #>> '{}')), spec::text
             );
         END LOOP;
-        RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
-                     coalesce(chosen[3], dflt[3])];
+        RETURN ARRAY[coalesce(chosen[1], itlr[1]), coalesce(chosen[2], itlr[2]),
+                     coalesce(chosen[3], itlr[3])];
     END IF;
     IF jsonb_typeof(spec) <> 'string' THEN
         RAISE EXCEPTION 'Invalid operators=%: %', pglogic._show(spec), usage
@@ -47,10 +46,8 @@ BEGIN
     END IF;
     raw := spec #>> '{}';
     txt := lower(regexp_replace(raw, '\s+', '', 'g'));
-    IF txt = '' OR txt = 'product-max' THEN
-        RETURN dflt;
-    ELSIF txt = 'itlr' THEN
-        RETURN ARRAY['product', 'sum', 'complement'];
+    IF txt = '' OR txt = 'itlr' THEN
+        RETURN itlr;
     ELSIF txt = 'godel' THEN
         RETURN ARRAY['min', 'max', 'complement'];
     ELSIF txt = 'lukasiewicz' THEN
@@ -89,7 +86,7 @@ BEGIN
         END IF;
         chosen[pos] := pglogic._check_operator(kind, substr(part, length(kind) + 2), raw);
     END LOOP;
-    RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
-                 coalesce(chosen[3], dflt[3])];
+    RETURN ARRAY[coalesce(chosen[1], itlr[1]), coalesce(chosen[2], itlr[2]),
+                 coalesce(chosen[3], itlr[3])];
 END
 $fn$;
