@@ -63,7 +63,7 @@ from pglogic.db import Connection, connect
 from pglogic.filters import Comparison, Filter, filters_sql
 from pglogic.guide import guide_vector
 from pglogic.ingest import ingest_records
-from pglogic.operators import evaluate_numpy, resolve_family
+from pglogic.operators import evaluate_numpy
 from pglogic.query import Node, parse, positive_terms
 from pglogic.readers import Record
 from pglogic.search import estimate_filter, search, server_has_iterative_scan
@@ -271,7 +271,7 @@ def client_run(
     cols = sql.SQL(
         "SELECT id, external_id, title, metadata FROM {t} WHERE id = ANY(%(ids)s)"
     ).format(t=corpus.table)
-    family = resolve_family("itlr")
+    family = compiled.family  # score client-side with the family the statement uses
     names = compiled.terms
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
 

@@ -42,14 +42,14 @@ NDCG_GAIN = 0.15  # nDCG@10 at least +0.15
 
 
 def clean_json(x: Any) -> Any:
-    """JSON-ready data without NaN (NaN becomes null; floats rounded to 6 digits).
+    """JSON-ready data without NaN (NaN becomes null; floats kept to 6 significant digits).
 
     Example:
-        >>> clean_json({"a": float("nan"), "b": [0.1234567]})
-        {'a': None, 'b': [0.123457]}
+        >>> clean_json({"a": float("nan"), "b": [0.1234567, 3.14159e-21]})
+        {'a': None, 'b': [0.123457, 3.14159e-21]}
     """
     if isinstance(x, float):
-        return None if math.isnan(x) else round(x, 6)
+        return None if math.isnan(x) else float(f"{x:.6g}")
     if isinstance(x, Mapping):
         return {str(k): clean_json(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
