@@ -252,7 +252,12 @@ def to_json(result: EvalResult) -> dict[str, Any]:
                 }
                 for q in result.queries
             ],
-            "per_query": result.per_query,
+            # per_query[method][qid] = the values of "metrics", in that order (compact)
+            "metrics": list(METRICS),
+            "per_query": {
+                m: {q: [vals[x] for x in METRICS] for q, vals in per.items()}
+                for m, per in result.per_query.items()
+            },
         }
     )
     return data
@@ -443,7 +448,8 @@ def write_report(result: EvalResult, out_dir: Path, *, plots: bool = True) -> li
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     js = out_dir / "results.json"
-    js.write_text(json.dumps(to_json(result), indent=1, ensure_ascii=False) + "\n")
+    # compact: the per-query values make it large (LIMIT-small: 1,300 queries × 17 methods)
+    js.write_text(json.dumps(to_json(result), ensure_ascii=False, separators=(",", ":")) + "\n")
     md = out_dir / "results.md"
     md.write_text(to_markdown(result) + "\n")
     return [js, md, *(plot(result, out_dir) if plots else [])]
