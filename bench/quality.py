@@ -6,7 +6,7 @@ plots, then ``bench/quality/summary.{md,json}``: the headline numbers of every d
 default engine ``pglogic[product-max]`` against dense retrieval and the baselines, queries with and
 without NOT) and the targets of the issue, checked.
 
-    .venv/bin/python bench/quality.py                       # all four datasets (~15 min)
+    .venv/bin/python bench/quality.py                       # all four datasets (~20 min)
     .venv/bin/python bench/quality.py --only limit_small    # one dataset
 
 Options: ``--home`` (embedded server home, default /tmp/plbench) or ``--dsn``; the corpora
