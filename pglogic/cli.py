@@ -439,7 +439,8 @@ def search_options(f: Any) -> Any:
             "--truth",
             default="clamp",
             show_default=True,
-            help="Similarity-to-truth mapping: clamp or affine.",
+            help="Similarity-to-truth mapping: clamp, affine, or sigmoid:TAU:LAMBDA "
+            "(calibrated; see 'pglogic calibrate').",
         ),
         click.option("--exact", is_flag=True, help="Score every document (no index)."),
         click.option("--depth", type=int, help="Candidates per positive term (default from k)."),

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import numpy as np
+from psycopg import sql
+
 from pglogic.api import PgLogic
 from pglogic.baselines import (
     QUERY_VECTOR,
@@ -40,7 +43,8 @@ from pglogic.baselines import (
     geometric_vector,
     single_vector,
 )
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.calibrate import Calibration, fit_corpus, fit_logistic, label_pairs
+from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query
 from pglogic.config import DEFAULT_MODEL
 from pglogic.corpus import Corpus
 from pglogic.db import Connection
@@ -218,6 +222,7 @@ class EvalResult:
     seconds: float
     summary: dict[str, dict[str, float]] = field(default_factory=dict)
     significance: dict[str, dict[str, Paired]] = field(default_factory=dict)
+    truth: str = "clamp"
 
     @property
     def queries(self) -> tuple[EvalQuery, ...]:
@@ -254,6 +259,7 @@ class _Runner:
     families: Sequence[OperatorFamily]
     k: int
     iterative: bool
+    truth: str = "clamp"
     times: dict[str, list[float]] = field(default_factory=dict)
 
     def timed(self, method: str, fn: Callable[[], list[str]]) -> list[str]:
@@ -271,7 +277,7 @@ class _Runner:
         out[DENSE] = self.timed(DENSE, partial(_ranked, self.conn, one, {QUERY_VECTOR: dense_vec}))
         exact = not positive_terms(q.tree)
         for fam in self.families:
-            opts = SearchOptions(k=self.k, operators=fam, exact=exact)
+            opts = SearchOptions(k=self.k, operators=fam, exact=exact, truth=self.truth)
             compiled = compile_query(
                 q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
             )
@@ -293,6 +299,7 @@ def run_methods(
     k: int = K,
     embedder: CachedEmbedder | None = None,
     on_query: Callable[[int, int], None] | None = None,
+    truth: str = "clamp",
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, float]]:
     """Run every method on every query; return (rankings[method][qid], median ms per method).
 
@@ -308,6 +315,7 @@ def run_methods(
         list(families) if families is not None else default_families(),
         k,
         server_has_iterative_scan(conn),
+        truth,
     )
     runs: dict[str, dict[str, list[str]]] = {}
     for i, q in enumerate(queries):
@@ -330,8 +338,12 @@ def evaluate_dataset(
     k: int = K,
     on_ingest: Callable[[int, int], None] | None = None,
     on_query: Callable[[int, int], None] | None = None,
+    truth: str = "clamp",
 ) -> EvalResult:
     """Evaluate every method on ``ds`` (derived queries by default) and summarise.
+
+    ``truth`` is the engine's similarity-to-truth map (``clamp``, ``affine`` or a calibrated
+    ``sigmoid:TAU:LAMBDA`` from :func:`calibrate_dataset`); the baselines do not use one.
 
     Example:
         >>> res = evaluate_dataset(PgLogic(), load_dataset(Path("data/limit_small")))  # doctest: +SKIP
@@ -344,12 +356,14 @@ def evaluate_dataset(
     corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest)
     with api.connect() as conn:
         runs, ms = run_methods(
-            conn, corpus, derived.queries, families=families, k=k, on_query=on_query
+            conn, corpus, derived.queries, families=families, k=k, on_query=on_query, truth=truth
         )
     relevant = {q.id: q.relevant for q in derived.queries}
     negatives = {q.id: q.negatives for q in derived.queries}
     per_query = {m: evaluate_run(run, relevant, negatives) for m, run in runs.items()}
-    result = EvalResult(ds, derived, model, k, list(runs), per_query, ms, time.perf_counter() - t0)
+    result = EvalResult(
+        ds, derived, model, k, list(runs), per_query, ms, time.perf_counter() - t0, truth=truth
+    )
     summarise(result)
     return result
 
@@ -375,6 +389,66 @@ def summarise(result: EvalResult) -> None:
             result.significance[m][label] = paired_test(a, b)
 
 
+def corpus_embeddings(conn: Connection, corpus: Corpus) -> tuple[list[str], np.ndarray]:
+    """External ids and embedding matrix (float32, one row per document) of ``corpus``.
+
+    Example:
+        >>> ids, matrix = corpus_embeddings(conn, corpus)  # doctest: +SKIP
+    """
+    src = Source.for_corpus(corpus)
+    stmt = sql.SQL("SELECT {}, {} FROM {} WHERE {} IS NOT NULL ORDER BY {}").format(
+        src.col("external_id"),
+        src.col(src.embedding),
+        src.from_,
+        src.col(src.embedding),
+        src.col(src.id),
+    )
+    rows = conn.execute(stmt).fetchall()
+    if not rows:
+        raise InvalidInput(f"Corpus {corpus.name!r} has no embedded documents")
+    matrix = np.stack([np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows])
+    return [str(r[0]) for r in rows], matrix
+
+
+def calibrate_dataset(
+    api: PgLogic,
+    ds: Dataset,
+    *,
+    model: str = DEFAULT_MODEL,
+    corpus_name: str | None = None,
+    unsupervised: bool = False,
+    seed: int = 0,
+    on_ingest: Callable[[int, int], None] | None = None,
+) -> Calibration:
+    """Fit σ((s − τ)·λ) for ``model`` from ``ds``'s labels (or, ``unsupervised``, from the
+    similarity distribution of the label names to the documents; labels then only name terms).
+
+    Pairs: each label's term text against the documents that carry the label and ten times as
+    many that do not (:func:`pglogic.calibrate.label_pairs`). The documents' embeddings come from
+    the evaluation corpus (loaded like :func:`evaluate_dataset` does).
+
+    Example:
+        >>> cal = calibrate_dataset(PgLogic(), load_dataset(Path("../shared/data/reuters21578")))  # doctest: +SKIP
+        >>> f"sigmoid:{cal.tau:.3f}:{cal.lam:.1f}"  # doctest: +SKIP
+        'sigmoid:0.186:18.8'
+    """
+    name = corpus_name or corpus_name_for(ds, model)
+    corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest)
+    with api.connect() as conn:
+        ids, matrix = corpus_embeddings(conn, corpus)
+    row_of = {doc: i for i, doc in enumerate(ds.doc_ids)}
+    labels = [ds.labels[row_of[i]] for i in ids]
+    names = sorted({label for doc in ds.labels for label in doc})
+    texts = [ds.term_text[label] for label in names]
+    vectors = get_query_embedder(model).embed(texts)
+    if unsupervised:
+        return fit_corpus(matrix @ vectors.T)
+    term_vectors = dict(zip(texts, vectors, strict=True))
+    label_of = dict(zip(texts, names, strict=True))
+    s, y = label_pairs(term_vectors, matrix, labels, label_of, seed=seed)
+    return fit_logistic(s, y)
+
+
 __all__ = [
     "DECOMPOSED",
     "DENSE",
@@ -383,6 +457,8 @@ __all__ = [
     "METRICS",
     "EvalResult",
     "K",
+    "calibrate_dataset",
+    "corpus_embeddings",
     "corpus_name_for",
     "default_families",
     "evaluate_dataset",

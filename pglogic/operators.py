@@ -154,6 +154,10 @@ class Algebra(Protocol[T]):
         """Largest of one or more values."""
         ...
 
+    def exp(self, x: T) -> T:
+        """``e ** x``."""
+        ...
+
 
 def _nonempty(xs: Sequence[T]) -> Sequence[T]:
     if not xs:
@@ -219,6 +223,10 @@ class SqlAlgebra:
         """``GREATEST(a, b, ...)``."""
         return self._call("GREATEST", xs)
 
+    def exp(self, x: sql.Composable) -> sql.Composable:
+        """``exp(x)``."""
+        return sql.Composed([sql.SQL("exp("), x, sql.SQL(")")])
+
 
 def _as_array(value: object) -> FloatArray:
     return np.asarray(value, dtype=np.float64)
@@ -259,6 +267,10 @@ class NumpyAlgebra:
     def greatest(self, xs: Sequence[FloatArray]) -> FloatArray:
         """Elementwise maximum."""
         return _as_array(functools.reduce(np.maximum, _nonempty(xs)))
+
+    def exp(self, x: FloatArray) -> FloatArray:
+        """Elementwise ``e ** x``."""
+        return _as_array(np.exp(x))
 
 
 _SQL = SqlAlgebra()
@@ -473,6 +485,48 @@ TRUTH_MAPS: dict[str, TruthMap] = {
 
 DEFAULT_TRUTH = "clamp"
 
+#: exp() arguments are capped here: Postgres raises on overflow (exp(710) > max double).
+EXP_CAP = 700.0
+
+
+def sigmoid_truth(tau: float, lam: float) -> TruthMap:
+    """The calibrated truth map σ((s − τ)·λ) of ITLR (see :mod:`pglogic.calibrate` for fits).
+
+    Its name ``sigmoid:TAU:LAMBDA`` is a spec :func:`resolve_truth` (``--truth``) accepts back.
+    τ and λ become SQL constants rendered from floats (never text); λ must be positive so the map
+    stays increasing (NOT stays decreasing). SQL face:
+    ``1 / (1 + exp(LEAST(700, (τ − s)·λ)))``.
+
+    Example:
+        >>> m = sigmoid_truth(0.2, 10.0)
+        >>> m.name, [round(float(x), 3) for x in m.numpy([0.0, 0.2, 0.6])]
+        ('sigmoid:0.2:10.0', [0.119, 0.5, 0.982])
+        >>> resolve_truth(m.name) == m
+        True
+    """
+    tau, lam = float(tau), float(lam)
+    if not (math.isfinite(tau) and math.isfinite(lam) and lam > 0):
+        raise ConfigError(
+            f"A sigmoid truth map needs a finite tau and lambda > 0, got {tau}, {lam}"
+        )
+
+    def definition(alg: Algebra[T], s: T) -> T:
+        one = alg.const(1.0)
+        z = alg.least([alg.const(EXP_CAP), alg.mul([alg.sub(alg.const(tau), s), alg.const(lam)])])
+        return alg.div(one, alg.add([one, alg.exp(z)]))
+
+    return _SigmoidMap(f"sigmoid:{tau!r}:{lam!r}", f"σ((s − {tau:g})·{lam:g})", definition)
+
+
+class _SigmoidMap(TruthMap):
+    """Sigmoid maps compare by name (their definitions are closures)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TruthMap) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
 
 # -- families -----------------------------------------------------------------------------------
 
@@ -633,20 +687,37 @@ OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal}
 def resolve_truth(spec: str | TruthMap | None = None) -> TruthMap:
     """Turn a truth-map name into a :class:`TruthMap` (``None`` means ``clamp``).
 
+    Besides the names in :data:`TRUTH_MAPS`, ``sigmoid:TAU:LAMBDA`` is a calibrated map
+    (:func:`sigmoid_truth`).
+
     Example:
         >>> resolve_truth("affine").formula
         '(s + 1) / 2'
+        >>> resolve_truth("sigmoid:0.19:18.8").formula
+        'σ((s − 0.19)·18.8)'
         >>> resolve_truth("sigmoid")
         Traceback (most recent call last):
         ...
-        pglogic.errors.ConfigError: Unknown truth map 'sigmoid': valid names are clamp, affine
+        pglogic.errors.ConfigError: Unknown truth map 'sigmoid': valid names are clamp, affine, \
+or sigmoid:TAU:LAMBDA
     """
     if isinstance(spec, TruthMap):
         return spec
     name = DEFAULT_TRUTH if spec is None or not spec.strip() else spec.strip().lower()
-    if name not in TRUTH_MAPS:
-        raise ConfigError(f"Unknown truth map {spec!r}: valid names are {', '.join(TRUTH_MAPS)}")
-    return TRUTH_MAPS[name]
+    if name in TRUTH_MAPS:
+        return TRUTH_MAPS[name]
+    parts = name.split(":")
+    if len(parts) == 3 and parts[0] == "sigmoid":
+        try:
+            tau, lam = float(parts[1]), float(parts[2])
+        except ValueError:
+            raise ConfigError(
+                f"Invalid truth map {spec!r}: expected sigmoid:TAU:LAMBDA with two numbers"
+            ) from None
+        return sigmoid_truth(tau, lam)
+    raise ConfigError(
+        f"Unknown truth map {spec!r}: valid names are {', '.join(TRUTH_MAPS)}, or sigmoid:TAU:LAMBDA"
+    )
 
 
 # -- evaluation ---------------------------------------------------------------------------------

@@ -206,6 +206,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "path": str(ds.path),
             "documents": len(ds.doc_ids),
             "model": result.model,
+            "truth": result.truth,
             "k": result.k,
             "seconds": result.seconds,
             "term_text": {
@@ -289,7 +290,8 @@ def to_markdown(result: EvalResult) -> str:
     out = [
         f"# pglogic eval: {ds.name}",
         "",
-        f"{len(ds.doc_ids):,} documents (`{ds.path}`), model `{result.model}`, top k = "
+        f"{len(ds.doc_ids):,} documents (`{ds.path}`), model `{result.model}`, truth map "
+        f"`{result.truth}`, top k = "
         f"{result.k}, {len(result.queries)} queries "
         f"({', '.join(f'{g} {n}' for g, n in sorted(groups.items()))}), "
         f"{result.seconds:.0f} s.",

@@ -207,6 +207,38 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert (out / "ndcg_by_terms.png").stat().st_size > 1000
 
 
+@pytest.mark.db
+@pytest.mark.model
+def test_calibrate_then_eval_with_the_fitted_truth_map(
+    dsn: str, shared_data: Path, tmp_path: Path
+) -> None:
+    limit = str(shared_data / "limit_small")
+    res = run_cli("--dsn", dsn, "calibrate", limit, "--json")
+    assert res.returncode == 0, res.stderr
+    fit = json.loads(res.stdout)
+    assert fit["method"] == "logistic" and fit["lam"] > 0 and 0.5 < fit["auc"] <= 1.0
+    assert fit["n_pairs"] > 2000  # 1,000 labels x 2 documents, 10 negatives each
+    assert fit["truth"].startswith("sigmoid:")
+    out = tmp_path / "cal"
+    res = run_cli(
+        "--dsn", dsn, "eval", limit, "--out", str(out), "--per-template", "1",
+        "--max-given", "0", "--family", "product-max", "--truth", fit["truth"], "--no-plots",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    data = json.loads((out / "results.json").read_text())
+    assert data["truth"] == fit["truth"]
+    assert f"truth map `{fit['truth']}`" in (out / "results.md").read_text()
+    res = run_cli("--dsn", dsn, "calibrate", limit, "--unsupervised", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["method"] == "corpus"
+
+
+def test_eval_rejects_a_bad_truth_map(tmp_path: Path) -> None:
+    res = run_cli("eval", str(tmp_path), "--truth", "sigmoid:0.2:-1")
+    assert res.returncode != 0
+    assert "A sigmoid truth map needs a finite tau and lambda > 0" in res.stderr
+
+
 @pytest.mark.parametrize("option", ["--per-template", "--max-given"])
 def test_eval_rejects_negative_counts(option: str, tmp_path: Path) -> None:
     res = run_cli("eval", str(tmp_path), option, "-1")

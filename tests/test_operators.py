@@ -416,9 +416,32 @@ def test_resolve_truth() -> None:
     assert resolve_truth(None) is TRUTH_MAPS["clamp"]
     assert resolve_truth("Affine") is TRUTH_MAPS["affine"]
     with pytest.raises(
-        ConfigError, match=r"^Unknown truth map 'sigmoid': valid names are clamp, affine$"
+        ConfigError,
+        match=r"^Unknown truth map 'sigmoid': valid names are clamp, affine, or sigmoid:TAU:LAMBDA$",
     ):
         resolve_truth("sigmoid")
+
+
+def test_sigmoid_truth_map() -> None:
+    m = resolve_truth("sigmoid:0.25:8")
+    s = np.array([-1.0, 0.0, 0.25, 0.5, 1.0, 200.0, -200.0])
+    want = 1 / (1 + np.exp(np.minimum(700.0, -(s - 0.25) * 8)))  # exp capped like the SQL
+    np.testing.assert_allclose(m.numpy(s), want, rtol=1e-12)
+    assert m.numpy([0.25])[0] == 0.5
+    assert np.all(np.diff(m.numpy(np.linspace(-1, 1, 50))) > 0)  # increasing: NOT decreases
+    assert render(m.sql(ident("s"))) == ('(1.0 / (1.0 + exp(LEAST(700.0, ((0.25 - "s") * 8.0)))))')
+    assert resolve_truth(m.name) == m
+    for bad, message in [
+        ("sigmoid:0.2:-1", "A sigmoid truth map needs a finite tau and lambda > 0, got 0.2, -1.0"),
+        (
+            "sigmoid:x:1",
+            "Invalid truth map 'sigmoid:x:1': expected sigmoid:TAU:LAMBDA with two numbers",
+        ),
+        ("sigmoid:0.2:inf", "A sigmoid truth map needs a finite tau and lambda > 0, got 0.2, inf"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            resolve_truth(bad)
+        assert str(info.value) == message
 
 
 def test_doctests() -> None:
