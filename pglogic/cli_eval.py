@@ -10,9 +10,11 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from rich.progress import Progress
 
 from pglogic.cli import _api, cli, console, example, progress_bar
 from pglogic.config import DEFAULT_MODEL
@@ -21,6 +23,16 @@ from pglogic.evaldata import load_dataset
 from pglogic.evaluate import DENSE, HEADLINE, calibrate_dataset, default_families, evaluate_dataset
 from pglogic.operators import resolve_family, resolve_truth
 from pglogic.report import targets, write_report
+
+
+def _task(bar: Progress, description: str, total: int | None = None) -> Callable[[int, int], None]:
+    """A progress task and the ``(done, total)`` callback that moves it."""
+    task = bar.add_task(description, total=total)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update
 
 
 @cli.command(
@@ -105,14 +117,8 @@ def eval_cmd(
         raise click.ClickException(f"No query could be derived from {dataset}")
     api = _api(ctx)
     with progress_bar() as bar:
-        ingest_task = bar.add_task(f"load {ds.name}", total=None)
-        query_task = bar.add_task("queries", total=len(derived.queries))
-
-        def on_ingest(done: int, total: int) -> None:
-            bar.update(ingest_task, completed=done, total=total)
-
-        def on_query(done: int, total: int) -> None:
-            bar.update(query_task, completed=done, total=total)
+        on_ingest = _task(bar, f"load {ds.name}")
+        on_query = _task(bar, "queries", len(derived.queries))
 
         result = evaluate_dataset(
             api,
@@ -182,11 +188,7 @@ def calibrate_cmd(
     ds = load_dataset(dataset, names=names)
     api = _api(ctx)
     with progress_bar() as bar:
-        task = bar.add_task(f"load {ds.name}", total=None)
-
-        def on_ingest(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+        on_ingest = _task(bar, f"load {ds.name}")
         cal = calibrate_dataset(
             api,
             ds,
