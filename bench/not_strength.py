@@ -28,16 +28,16 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
-from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, SHARED_DATA, host, server_dsn
 
+from pglogic.corpus import get_corpus
+from pglogic.db import connect
 from pglogic.derive import derive_queries
 from pglogic.embed import get_query_embedder
 from pglogic.evaldata import load_dataset
-from pglogic.evaluate import with_not
+from pglogic.evaluate import corpus_embeddings, with_not
 from pglogic.metrics import aggregate, evaluate_run
 from pglogic.operators import evaluate_numpy
 from pglogic.query import negated_only_terms, terms
@@ -54,19 +54,6 @@ MAPS: dict[str, Map] = {
 }
 
 
-def corpus_matrix(conn: psycopg.Connection, name: str) -> tuple[list[str], np.ndarray]:
-    """External ids and embeddings of corpus ``eval_<name>``."""
-    row = conn.execute(
-        "SELECT table_name FROM pglogic.corpora WHERE name = %s", (f"eval_{name}",)
-    ).fetchone()
-    if row is None:
-        raise SystemExit(f"corpus eval_{name} is missing: run bench/quality.py first")
-    rows = conn.execute(
-        sql.SQL("SELECT external_id, embedding FROM {}").format(sql.Identifier("pglogic", row[0]))
-    ).fetchall()
-    return [r[0] for r in rows], np.stack([r[1].to_numpy() for r in rows])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--home", type=Path, default=Path("/tmp/plbench"))
@@ -75,12 +62,11 @@ def main() -> None:
     dsn = psycopg.conninfo.make_conninfo(server_dsn(args.home, args.dsn), dbname="bench_quality")
     emb = get_query_embedder("all-MiniLM-L6-v2")
     out: dict[str, dict[str, dict[str, float]]] = {}
-    with psycopg.connect(dsn) as conn:
-        register_vector(conn)
+    with connect(dsn) as conn:
         for name in DATASETS:
             ds = load_dataset(SHARED_DATA / name)
             queries = [q for q in derive_queries(ds).queries if with_not(q)]
-            ids, matrix = corpus_matrix(conn, name)
+            ids, matrix = corpus_embeddings(conn, get_corpus(conn, f"eval_{name}"))
             relevant = {q.id: q.relevant for q in queries}
             negatives = {q.id: q.negatives for q in queries}
             runs: dict[str, dict[str, list[str]]] = {m: {} for m in ["dense", *MAPS]}
