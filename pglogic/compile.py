@@ -48,14 +48,32 @@ from pglogic.corpus import Corpus
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
+from pglogic.nsfl import LayeredSql, evaluate_nsfl, scored_texts
 from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
-from pglogic.query import Node, Term, positive_terms, terms
+from pglogic.query import Node, Term, positive_terms, terms, to_text
+from pglogic.sqo import sqo_vector
 
 #: pgvector's upper bound for hnsw.ef_search.
 MAX_EF_SEARCH = 1000
 #: Placeholder names of the guide vector and of its scan's depth.
 GUIDE = "vg"
 GUIDE_DEPTH = "gdepth"
+#: Placeholder of a reranking mode's candidate depth K.
+RERANK_DEPTH = "rdepth"
+#: Default K of the reranking modes (the NSFL paper reranks 1,000 candidates).
+DEFAULT_RERANK_DEPTH = 1000
+
+MODES: dict[str, str] = {
+    "fuzzy": "fuzzy operators over the term similarities (candidates: each positive term's HNSW "
+    "scan and the guide's)",
+    "nsfl": "NSFL operators over term, fused-query and question similarities (candidates: the "
+    "fuzzy mode's and the question's scan)",
+    "nsfl-rerank": "NSFL operators over the top K of the question's HNSW scan (the NSFL paper's "
+    "reranking)",
+    "sqo": "spherical query optimisation: one optimised query vector, plain HNSW top k",
+    "sqo-rerank": "the top K of the SQO vector's HNSW scan, reranked by the fuzzy formula",
+}
+"""Scoring modes by name (``SearchOptions.mode``, ``--mode``); ``fuzzy`` is the default."""
 
 
 def default_depth(k: int, n_terms: int) -> int:
@@ -135,6 +153,12 @@ class SearchOptions:
     two or more terms): it finds the documents that score best on the combination, which sit
     deep in every single term's list.
 
+    ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
+    the fused query texts and ``question`` (the monolithic question; default: the formula as
+    text, :func:`pglogic.query.to_text`), :mod:`pglogic.nsfl`; ``sqo`` and ``sqo-rerank`` search
+    along the vector of :mod:`pglogic.sqo` (``seed`` makes it deterministic). ``rerank_depth``
+    is K of the reranking modes (default 1000).
+
     Example:
         >>> SearchOptions(k=5, operators="godel").k
         5
@@ -149,14 +173,21 @@ class SearchOptions:
     filters: Sequence[Filter] = field(default_factory=tuple)
     iterative_scan: bool = True
     guide: bool = True
+    mode: str = "fuzzy"
+    question: str | None = None
+    rerank_depth: int | None = None
+    seed: int = 0
 
 
 @dataclass(frozen=True)
 class CompiledQuery:
     """A compiled statement: print it with :meth:`as_string`, run it with :attr:`params`.
 
-    ``terms[i]`` is the text whose similarity is column ``s{i}`` and whose vector is ``v{i}``.
+    ``terms[i]`` is the text whose similarity is column ``s{i}`` and whose vector is ``v{i}``
+    (in NSFL modes the fused texts and the question follow the query's terms).
     ``settings`` are applied with ``set_config(name, value, true)`` before the statement.
+    ``vector_kind`` says how the extra vector ``vg`` is computed from the term vectors:
+    ``guide`` (:mod:`pglogic.guide`), ``sqo`` (:mod:`pglogic.sqo`) or None (no such vector).
     """
 
     statement: sql.Composed
@@ -168,12 +199,14 @@ class CompiledQuery:
     param_prefix: str = ""
     tree: Node | None = None
     truth: str = "clamp"
+    mode: str = "fuzzy"
+    vector_kind: str | None = None
+    seed: int = 0
 
     @property
     def guide_param(self) -> str | None:
-        """The placeholder of the guide vector (``vg``), or None when the statement has none."""
-        name = f"{self.param_prefix}{GUIDE}"
-        return name if f"{self.param_prefix}{GUIDE_DEPTH}" in self.params else None
+        """The placeholder of the guide (or SQO) vector ``vg``, or None when there is none."""
+        return f"{self.param_prefix}{GUIDE}" if self.vector_kind else None
 
     def as_string(self, context: Any = None) -> str:
         """Render the statement (placeholders stay ``%(name)s``).
@@ -200,7 +233,8 @@ class CompiledQuery:
         return params
 
     def guide_vector(self, vectors: Mapping[str, npt.ArrayLike]) -> np.ndarray:
-        """The guide vector for these term vectors (see :mod:`pglogic.guide`).
+        """The guide vector (:mod:`pglogic.guide`), or in the SQO modes the SQO vector
+        (:mod:`pglogic.sqo`), for these term vectors.
 
         Example:
             >>> compiled.guide_vector({"a": vec_a, "b": vec_b})  # doctest: +SKIP
@@ -208,6 +242,8 @@ class CompiledQuery:
         """
         if self.tree is None:
             raise QueryError("This compiled query has no tree to compute a guide vector from")
+        if self.vector_kind == "sqo":
+            return sqo_vector(self.tree, vectors, self.family, self.truth, self.seed)
         return guide_vector(self.tree, vectors, self.family, self.truth)
 
 
@@ -261,9 +297,13 @@ class Source:
 
 
 def _final(
-    src: Source, score: sql.Composable, sim_cols: Sequence[sql.Identifier], k: sql.Composable
+    src: Source,
+    score: sql.Composable,
+    sim_cols: Sequence[sql.Identifier],
+    k: sql.Composable,
+    rel: str = "sims",
 ) -> sql.Composable:
-    """The ranking step over ``sims``: the top k by score, then their columns (late fetch).
+    """The ranking step over ``rel``: the top k by score, then their columns (late fetch).
 
     Only the k winners are joined back to the table for ``src.columns`` (title, metadata...),
     so the candidate rows stay narrow.
@@ -271,8 +311,8 @@ def _final(
     idc = sql.Identifier(src.id)
     sims = sql.SQL(", ").join(sim_cols)
     top = sql.SQL(
-        "SELECT {id}, {score} AS score, {sims} FROM sims ORDER BY score DESC, {id} LIMIT {k}"
-    ).format(id=idc, score=score, sims=sims, k=k)
+        "SELECT {id}, {score} AS score, {sims} FROM {rel} ORDER BY score DESC, {id} LIMIT {k}"
+    ).format(id=idc, score=score, sims=sims, k=k, rel=sql.Identifier(rel))
     if not src.columns:
         return top
     return sql.SQL(
@@ -319,8 +359,15 @@ def compile_query(
     opts = options or SearchOptions()
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
+    if opts.mode not in MODES:
+        raise InvalidInput(f"Unknown mode {opts.mode!r}: valid modes are {', '.join(MODES)}")
     family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
     pre = param_prefix
+    single = isinstance(tree, Term)
+    mode = "fuzzy" if single else opts.mode  # one term: every mode ranks by its similarity
+    nsfl = mode.startswith("nsfl")
+    sqo = mode.startswith("sqo")
+    rerank = mode.endswith("-rerank")
 
     def ph(name: str) -> sql.Placeholder:
         return sql.Placeholder(pre + name)
@@ -331,11 +378,21 @@ def compile_query(
             src.col(src.embedding), ph(vector), sql.Literal(src.dim)
         )
 
-    all_terms = terms(tree)
+    question = opts.question.strip() if opts.question and opts.question.strip() else None
+    all_terms = scored_texts(tree, question) if nsfl else terms(tree)
     cand_terms = positive_terms(tree)
     index_of = {t: i for i, t in enumerate(all_terms)}
     sim_col = {t: sql.Identifier(f"s{i}") for t, i in index_of.items()}
-    score = to_sql(tree, lambda t: sim_col[t], family, opts.truth)
+    layers: list[sql.Composable] = []
+    rel = "sims"
+    if nsfl:
+        alg = LayeredSql()
+        score = evaluate_nsfl(tree, lambda t: alg.leaf(f"s{index_of[t]}"), alg, question).expr
+        layers, rel = alg.ctes("sims"), alg.last("sims")
+    elif mode == "sqo":
+        score = sql.Identifier("sq")
+    else:
+        score = to_sql(tree, lambda t: sim_col[t], family, opts.truth)
     where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
     if extra_where is not None:
         where = sql.SQL("{} AND ({})").format(where, extra_where)
@@ -343,25 +400,34 @@ def compile_query(
     params[pre + "k"] = opts.k
     settings: dict[str, str] = {}
 
-    sims = sql.SQL(", ").join(
+    sim_items = [
         sql.SQL("1 - ({}) AS {}").format(distance(f"v{i}"), sim_col[t]) for t, i in index_of.items()
-    )
+    ]
+    if mode == "sqo":  # the score: the similarity to the SQO vector
+        sim_items.append(sql.SQL("1 - ({}) AS {}").format(distance(GUIDE), sql.Identifier("sq")))
+    sims = sql.SQL(", ").join(sim_items)
     idc = sql.Identifier(src.id)
-    final = _final(src, score, [sim_col[t] for t in all_terms], ph("k"))
+    final = _final(src, score, [sim_col[t] for t in all_terms], ph("k"), rel)
+    if layers:
+        final = sql.SQL("{}\n{}").format(sql.SQL(",\n").join(layers), final)
+
+    def compiled(statement: sql.Composed, cands: list[str], kind: str | None) -> CompiledQuery:
+        return CompiledQuery(
+            statement, params, all_terms, cands, settings, family, pre, tree, opts.truth,
+            mode, kind, opts.seed,
+        )  # fmt: skip
 
     if opts.exact:
         statement = sql.SQL(
-            "WITH sims AS (SELECT {id}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})\n"
-            "{final}"
+            "WITH sims AS (SELECT {id}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})"
+            "{sep}{final}"
         ).format(
             id=src.col(src.id), sims=sims, from_=src.from_, emb=src.col(src.embedding),
-            where=where, final=final,
+            where=where, sep=sql.SQL(",\n" if layers else "\n"), final=final,
         )  # fmt: skip
-        return CompiledQuery(
-            statement, params, all_terms, [], settings, family, pre, tree, opts.truth
-        )
+        return compiled(statement, [], "sqo" if mode == "sqo" else None)
 
-    if not cand_terms:
+    if not cand_terms and not (nsfl or sqo):
         raise QueryError(
             "The query has no positive term to find candidates with (every term is negated); "
             "rerun with exact=True (--exact) to scan every document"
@@ -370,11 +436,17 @@ def compile_query(
         raise InvalidInput(
             f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True"
         )
-    depth = opts.depth if opts.depth is not None else default_depth(opts.k, len(cand_terms))
+    n_scans = len(cand_terms) + (1 if mode == "nsfl" else 0)
+    depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))
     depth = max(depth, opts.k)
-    guided = opts.guide and not isinstance(tree, Term) and len(all_terms) > 1
+    rdepth = opts.rerank_depth if opts.rerank_depth is not None else DEFAULT_RERANK_DEPTH
+    if rerank and not opts.k <= rdepth <= MAX_EF_SEARCH:
+        raise InvalidInput(
+            f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
+        )
+    guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
-    scan_depth = max(depth, gdepth) if guided else depth
+    scan_depth = rdepth if rerank else opts.k if sqo else max(depth, gdepth) if guided else depth
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
     default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
@@ -386,29 +458,29 @@ def compile_query(
     if filtered and not iterative and opts.ef_search is None:
         # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
         # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
-        want = depth / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
+        rows = scan_depth if rerank or sqo else depth
+        want = rows / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
         ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
     settings["hnsw.ef_search"] = str(ef)
     if iterative and (filtered or scan_depth > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
-    params[pre + "depth"] = depth
-    if guided:
-        params[pre + GUIDE_DEPTH] = gdepth
 
-    if isinstance(tree, Term):
+    if single or sqo:
         # One term: the score is a monotone map (a TruthMap) of its similarity, so the k nearest
-        # documents are the answer: a plain k-NN scan, no candidate union.
+        # documents are the answer: a plain k-NN scan, no candidate union. SQO: the same along
+        # the SQO vector (``sqo``), or its top K reranked by the formula (``sqo-rerank``).
+        limit = "k"
+        if rerank:
+            limit = RERANK_DEPTH
+            params[pre + RERANK_DEPTH] = rdepth
         statement = sql.SQL(
             "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-            " ORDER BY {dist} LIMIT {k})\n{final}"
+            " ORDER BY {dist} LIMIT {limit})\n{final}"
         ).format(
-            id=src.col(src.id), sims=sims, from_=src.from_, where=where, dist=distance("v0"),
-            k=ph("k"), final=final,
+            id=src.col(src.id), sims=sims, from_=src.from_, where=where,
+            dist=distance(GUIDE if sqo else "v0"), limit=ph(limit), final=final,
         )  # fmt: skip
-        del params[pre + "depth"]  # ef_search alone sets how far the scan looks
-        return CompiledQuery(
-            statement, params, all_terms, cand_terms, settings, family, pre, tree, opts.truth
-        )
+        return compiled(statement, [] if sqo else cand_terms, "sqo" if sqo else None)
 
     # Every candidate CTE computes all the similarities on the rows its index scan fetched
     # anyway: no second lookup of each candidate (by primary key) in a table that may not fit
@@ -428,8 +500,18 @@ def compile_query(
             limit=ph(limit),
         )
 
-    scans = [(f"c{index_of[t]}", f"v{index_of[t]}", "depth") for t in cand_terms]
+    monolithic = question or to_text(tree)
+    scans: list[tuple[str, str, str]] = []
+    if mode == "nsfl-rerank":
+        params[pre + RERANK_DEPTH] = rdepth
+        scans.append(("m", f"v{index_of[monolithic]}", RERANK_DEPTH))
+    else:
+        params[pre + "depth"] = depth
+        scans += [(f"c{index_of[t]}", f"v{index_of[t]}", "depth") for t in cand_terms]
+        if nsfl:
+            scans.append(("m", f"v{index_of[monolithic]}", "depth"))
     if guided:
+        params[pre + GUIDE_DEPTH] = gdepth
         scans.append(("g", GUIDE, GUIDE_DEPTH))
     ctes = [scan(*s) for s in scans]
     cte_names = [name for name, _, _ in scans]
@@ -437,9 +519,9 @@ def compile_query(
     union = sql.SQL(" UNION ").join(
         sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name in cte_names
     )
-    statement = sql.SQL("WITH {ctes},\nsims AS ({union})\n{final}").format(
-        ctes=sql.SQL(",\n").join(ctes), union=union, final=final
-    )
-    return CompiledQuery(
-        statement, params, all_terms, cand_terms, settings, family, pre, tree, opts.truth
-    )
+    statement = sql.SQL("WITH {ctes},\nsims AS ({union}){sep}{final}").format(
+        ctes=sql.SQL(",\n").join(ctes), union=union,
+        sep=sql.SQL(",\n" if layers else "\n"), final=final,
+    )  # fmt: skip
+    cands = [] if mode == "nsfl-rerank" else cand_terms
+    return compiled(statement, cands, "guide" if guided else None)

@@ -61,7 +61,7 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
 from pglogic.evaldata import Dataset, term_text_for_label
-from pglogic.query import And, Node, Not, Or, Term, parse, terms, to_string
+from pglogic.query import And, Node, Not, Or, Term, parse, terms, to_string, to_text
 
 __all__ = [
     "CHAIN_TEMPLATES",
@@ -255,57 +255,6 @@ def summarize(derived: Derived) -> dict[str, int]:
 
 
 # -- formulas ----------------------------------------------------------------------------------
-
-
-def _flat(node: And | Or) -> list[Node]:
-    result: list[Node] = []
-    for child in node.children:
-        if type(child) is type(node):
-            assert isinstance(child, And | Or)
-            result.extend(_flat(child))
-        else:
-            result.append(child)
-    return result
-
-
-def to_text(tree: Node) -> str:
-    """Render a formula as one natural-language string (the dense baseline's query).
-
-    AND → ``and``, OR → ``or``, a NOT directly under an AND → ``but not`` (``and not`` right
-    after another negated operand, ``not`` as the first operand), any other NOT → ``not``;
-    parentheses only where precedence needs them (an OR under an AND, an AND/OR under a NOT).
-
-    Example:
-        >>> to_text(parse('"grain" AND "wheat" AND NOT "corn"'))
-        'grain and wheat but not corn'
-        >>> to_text(parse('"crude" OR "natural gas"'))
-        'crude or natural gas'
-        >>> to_text(parse('("a" OR "b") AND NOT "c" AND NOT "d" OR NOT ("e" AND "f")'))
-        '(a or b) but not c and not d or not (e and f)'
-    """
-    if isinstance(tree, Term):
-        return tree.text
-    if isinstance(tree, Not):
-        inner = to_text(tree.child)
-        return f"not ({inner})" if isinstance(tree.child, And | Or) else f"not {inner}"
-    if isinstance(tree, Or):
-        return " or ".join(to_text(child) for child in _flat(tree))
-    parts: list[str] = []
-    after_not = False
-    for i, child in enumerate(_flat(tree)):
-        if isinstance(child, Not):
-            word = "not" if i == 0 else ("and not" if after_not else "but not")
-            inner = to_text(child.child)
-            parts.append(
-                f"{word} ({inner})" if isinstance(child.child, And | Or) else f"{word} {inner}"
-            )
-            after_not = True
-        else:
-            inner = to_text(child)
-            inner = f"({inner})" if isinstance(child, Or) else inner
-            parts.append(inner if i == 0 else f"and {inner}")
-            after_not = False
-    return " ".join(parts)
 
 
 def satisfies(

@@ -36,14 +36,12 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from pglogic.operators import OperatorFamily, evaluate_numpy
-from pglogic.query import Node, positive_terms, terms
+from pglogic.operators import OperatorFamily
+from pglogic.query import Node
+from pglogic.sqo import Settings, optimise
 
-LEARNING_RATE = 0.2
-MAX_STEPS = 100
-PATIENCE = 5
-TOLERANCE = 1e-4
-_H = 1e-4  # finite-difference step in similarity space
+#: The guide's ascent: log F, and it stops early (the paper's SQO: F, patience 10, tol 1e-6).
+GUIDE = Settings(lr=0.2, max_steps=100, patience=5, tol=1e-4, log=True)
 
 
 def guide_vector(
@@ -64,40 +62,4 @@ def guide_vector(
         >>> np.round(guide_vector(parse('"a" AND "b"'), v), 3)
         array([0.707, 0.707], dtype=float32)
     """
-    names = terms(tree)
-    mat = np.stack([np.asarray(vectors[t], dtype=np.float64) for t in names])
-    mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-    n = len(names)
-    pos = [names.index(t) for t in positive_terms(tree)] or list(range(n))
-    x = mat[pos].mean(axis=0)
-    if np.linalg.norm(x) < 1e-9:  # opposite positive terms: start from the first one
-        x = mat[pos[0]].copy()
-    x /= np.linalg.norm(x)
-    # rows: the point, then +h and -h on each similarity (central differences)
-    offsets = np.vstack([np.zeros(n), _H * np.eye(n), -_H * np.eye(n)])
-
-    def score_and_grad(point: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
-        sims = mat @ point + offsets
-        f = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, family, truth)
-        # ascend log F: the same maximum, and a gradient that does not vanish when F is a
-        # product of many small truth values
-        logf = np.log(np.maximum(f, 1e-12))
-        dfds = (logf[1 : n + 1] - logf[n + 1 :]) / (2 * _H)
-        return float(logf[0]), mat.T @ dfds
-
-    best_x, (best_f, grad) = x, score_and_grad(x)
-    stale = 0
-    for _ in range(MAX_STEPS):
-        riemannian = grad - (grad @ x) * x  # tangent to the sphere at x
-        if np.linalg.norm(riemannian) < 1e-12:
-            break
-        x = x + LEARNING_RATE * riemannian
-        x /= np.linalg.norm(x)
-        f, grad = score_and_grad(x)
-        if f > best_f + TOLERANCE:
-            best_x, best_f, stale = x, f, 0
-        else:
-            stale += 1
-            if stale >= PATIENCE:
-                break
-    return best_x.astype(np.float32)
+    return optimise(tree, vectors, family, truth, settings=GUIDE, seed=None).vector

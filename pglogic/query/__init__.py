@@ -11,7 +11,7 @@
 from pglogic.errors import QuerySyntaxError
 from pglogic.query.ast import And, Node, Not, Or, Term, negated_only_terms, positive_terms, terms
 from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse
-from pglogic.query.printer import quote_term, to_string
+from pglogic.query.printer import quote_term, to_string, to_text
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -28,4 +28,5 @@ __all__ = [
     "quote_term",
     "terms",
     "to_string",
+    "to_text",
 ]

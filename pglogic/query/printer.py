@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pglogic.query.ast import And, Node, Not, Or, Term
 
-__all__ = ["quote_term", "to_string"]
+__all__ = ["quote_term", "to_string", "to_text"]
 
 
 def quote_term(text: str) -> str:
@@ -67,3 +67,44 @@ def to_string(node: Node) -> str:
         ]
         return " AND ".join(parts)
     return " OR ".join(to_string(child) for child in _flat(node))
+
+
+def to_text(tree: Node) -> str:
+    """Render a formula as one natural-language string (the dense baseline's query, NSFL's fused query).
+
+    AND → ``and``, OR → ``or``, a NOT directly under an AND → ``but not`` (``and not`` right
+    after another negated operand, ``not`` as the first operand), any other NOT → ``not``;
+    parentheses only where precedence needs them (an OR under an AND, an AND/OR under a NOT).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> to_text(parse('"grain" AND "wheat" AND NOT "corn"'))
+        'grain and wheat but not corn'
+        >>> to_text(parse('"crude" OR "natural gas"'))
+        'crude or natural gas'
+        >>> to_text(parse('("a" OR "b") AND NOT "c" AND NOT "d" OR NOT ("e" AND "f")'))
+        '(a or b) but not c and not d or not (e and f)'
+    """
+    if isinstance(tree, Term):
+        return tree.text
+    if isinstance(tree, Not):
+        inner = to_text(tree.child)
+        return f"not ({inner})" if isinstance(tree.child, And | Or) else f"not {inner}"
+    if isinstance(tree, Or):
+        return " or ".join(to_text(child) for child in _flat(tree))
+    parts: list[str] = []
+    after_not = False
+    for i, child in enumerate(_flat(tree)):
+        if isinstance(child, Not):
+            word = "not" if i == 0 else ("and not" if after_not else "but not")
+            inner = to_text(child.child)
+            parts.append(
+                f"{word} ({inner})" if isinstance(child.child, And | Or) else f"{word} {inner}"
+            )
+            after_not = True
+        else:
+            inner = to_text(child)
+            inner = f"({inner})" if isinstance(child, Or) else inner
+            parts.append(inner if i == 0 else f"and {inner}")
+            after_not = False
+    return " ".join(parts)
