@@ -14,6 +14,12 @@ the formula has no positive term, which the engine must score exactly):
 * ``pglogic[<family>]`` — the engine, one entry per operator family (:func:`default_families`:
   ITLR's 12 combinations, Łukasiewicz, product/probabilistic sum); ``pglogic[product-max]``
   (:data:`HEADLINE`) is the default, the one the targets are checked on;
+* ``pglogic-nsfl``, ``pglogic-nsfl-rerank``, ``pglogic-sqo``, ``pglogic-sqo-rerank`` — the
+  engine's other scoring modes (:data:`pglogic.compile.MODES`; the NSFL modes get the query's
+  natural-language text as the monolithic question, the SQO modes use the default family);
+* ``pglogic[product-max|<label>]`` — the default family with a calibrated truth map
+  (``calibrations``: label → ``sigmoid:TAU:LAMBDA`` spec, e.g. a supervised fit from another
+  dataset or the unsupervised fit of :func:`calibrate_dataset`);
 * ``decomposed`` and ``geometric`` — the BoolQuestions and NSFL baselines
   (:mod:`pglogic.baselines`).
 
@@ -44,7 +50,7 @@ from pglogic.baselines import (
     single_vector,
 )
 from pglogic.calibrate import Calibration, fit_corpus, fit_logistic, label_pairs
-from pglogic.compile import CompiledQuery, SearchOptions, Source, compile_query
+from pglogic.compile import MODES, CompiledQuery, SearchOptions, Source, compile_query
 from pglogic.config import DEFAULT_MODEL
 from pglogic.corpus import Corpus
 from pglogic.db import Connection
@@ -70,6 +76,28 @@ GEOMETRIC = "geometric"
 GIVEN = "given"
 #: The engine's default family, tested against the dense baseline.
 HEADLINE = f"pglogic[{DEFAULT_FAMILY}]"
+#: The scoring modes besides ``fuzzy`` that an evaluation runs by default.
+EVAL_MODES = tuple(m for m in MODES if m != "fuzzy")
+
+
+def mode_method(mode: str) -> str:
+    """The method name of a scoring mode.
+
+    Example:
+        >>> mode_method("nsfl"), mode_method("fuzzy")
+        ('pglogic-nsfl', 'pglogic[product-max]')
+    """
+    return HEADLINE if mode == "fuzzy" else f"pglogic-{mode}"
+
+
+def calibrated_method(label: str) -> str:
+    """The method name of the default family with a calibrated truth map labelled ``label``.
+
+    Example:
+        >>> calibrated_method("unsupervised")
+        'pglogic[product-max|unsupervised]'
+    """
+    return f"pglogic[{DEFAULT_FAMILY}|{label}]"
 
 
 def with_not(q: EvalQuery) -> bool:
@@ -223,6 +251,7 @@ class EvalResult:
     summary: dict[str, dict[str, float]] = field(default_factory=dict)
     significance: dict[str, dict[str, Paired]] = field(default_factory=dict)
     truth: str = "clamp"
+    versus_headline: dict[str, dict[str, Paired]] = field(default_factory=dict)
 
     @property
     def queries(self) -> tuple[EvalQuery, ...]:
@@ -251,6 +280,8 @@ class _Runner:
     k: int
     iterative: bool
     truth: str = "clamp"
+    modes: Sequence[str] = EVAL_MODES
+    calibrations: Mapping[str, str] = field(default_factory=dict)
     times: dict[str, list[float]] = field(default_factory=dict)
     one: CompiledQuery = field(init=False)
 
@@ -279,6 +310,22 @@ class _Runner:
             )
             name = method_name(fam)
             out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
+        for mode in self.modes:
+            opts = SearchOptions(k=self.k, mode=mode, exact=exact, question=q.text)
+            compiled = compile_query(
+                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            )
+            texts = compiled.terms  # NSFL: the fused texts and the question too
+            vecs = dict(zip(texts, self.embedder.embed(texts), strict=True))
+            name = mode_method(mode)
+            out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vecs))
+        for label, spec in self.calibrations.items():
+            opts = SearchOptions(k=self.k, exact=exact, truth=spec)
+            compiled = compile_query(
+                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            )
+            name = calibrated_method(label)
+            out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
         dec = compile_decomposed(q.tree, self.corpus, self.k)
         out[DECOMPOSED] = self.timed(DECOMPOSED, partial(_ranked, self.conn, dec, vectors))
         geo = {QUERY_VECTOR: geometric_vector(q.tree, vectors)}
@@ -296,8 +343,13 @@ def run_methods(
     embedder: CachedEmbedder | None = None,
     on_query: Callable[[int, int], None] | None = None,
     truth: str = "clamp",
+    modes: Sequence[str] = EVAL_MODES,
+    calibrations: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, float]]:
     """Run every method on every query; return (rankings[method][qid], median ms per method).
+
+    The median time of a method covers its whole query path after embedding: compiling, the
+    SQO ascent in the SQO modes, the statement.
 
     Example:
         >>> runs, ms = run_methods(conn, corpus, derived.queries)  # doctest: +SKIP
@@ -312,6 +364,8 @@ def run_methods(
         k,
         server_has_iterative_scan(conn),
         truth,
+        modes,
+        dict(calibrations or {}),
     )
     runs: dict[str, dict[str, list[str]]] = {}
     for i, q in enumerate(queries):
@@ -335,11 +389,15 @@ def evaluate_dataset(
     on_ingest: Callable[[int, int], None] | None = None,
     on_query: Callable[[int, int], None] | None = None,
     truth: str = "clamp",
+    modes: Sequence[str] = EVAL_MODES,
+    calibrations: Mapping[str, str] | None = None,
 ) -> EvalResult:
     """Evaluate every method on ``ds`` (derived queries by default) and summarise.
 
     ``truth`` is the engine's similarity-to-truth map (``clamp``, ``affine`` or a calibrated
     ``sigmoid:TAU:LAMBDA`` from :func:`calibrate_dataset`); the baselines do not use one.
+    ``modes`` are the scoring modes run besides the families; ``calibrations`` adds the default
+    family with each labelled truth map (:func:`calibrated_method`).
 
     Example:
         >>> res = evaluate_dataset(PgLogic(), load_dataset(Path("data/limit_small")))  # doctest: +SKIP
@@ -352,7 +410,15 @@ def evaluate_dataset(
     corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest)
     with api.connect() as conn:
         runs, ms = run_methods(
-            conn, corpus, derived.queries, families=families, k=k, on_query=on_query, truth=truth
+            conn,
+            corpus,
+            derived.queries,
+            families=families,
+            k=k,
+            on_query=on_query,
+            truth=truth,
+            modes=modes,
+            calibrations=calibrations,
         )
     relevant = {q.id: q.relevant for q in derived.queries}
     negatives = {q.id: q.negatives for q in derived.queries}
@@ -365,7 +431,9 @@ def evaluate_dataset(
 
 
 def summarise(result: EvalResult) -> None:
-    """Fill ``result.summary`` and ``result.significance`` (Wilcoxon of nDCG@10 vs dense).
+    """Fill ``result.summary``, ``result.significance`` (Wilcoxon of nDCG@10 vs dense) and
+    ``result.versus_headline`` (the same test of every other mode and calibrated map against
+    the default engine, :data:`HEADLINE`).
 
     Example:
         >>> summarise(result); result.significance["pglogic[product-max]"]["with NOT"].p_value  # doctest: +SKIP
@@ -383,6 +451,15 @@ def summarise(result: EvalResult) -> None:
             a = {q: dense[q]["ndcg@10"] for q in qids}
             b = {q: result.per_query[m][q]["ndcg@10"] for q in qids}
             result.significance[m][label] = paired_test(a, b)
+    head = result.per_query.get(HEADLINE)
+    for m in result.methods:
+        if head is None or not (m.startswith("pglogic-") or "|" in m):
+            continue
+        result.versus_headline[m] = {}
+        for label, qids in subsets.items():
+            a = {q: head[q]["ndcg@10"] for q in qids}
+            b = {q: result.per_query[m][q]["ndcg@10"] for q in qids}
+            result.versus_headline[m][label] = paired_test(a, b)
 
 
 def corpus_embeddings(conn: Connection, corpus: Corpus) -> tuple[list[str], np.ndarray]:
@@ -448,17 +525,20 @@ def calibrate_dataset(
 __all__ = [
     "DECOMPOSED",
     "DENSE",
+    "EVAL_MODES",
     "GEOMETRIC",
     "HEADLINE",
     "METRICS",
     "EvalResult",
     "K",
     "calibrate_dataset",
+    "calibrated_method",
     "corpus_embeddings",
     "corpus_name_for",
     "default_families",
     "evaluate_dataset",
     "method_name",
+    "mode_method",
     "prepare_corpus",
     "run_methods",
     "summarise",

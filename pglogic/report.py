@@ -63,15 +63,20 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 def key_methods(result: EvalResult) -> list[str]:
     """The methods shown in the breakdowns: dense, the default engine, ITLR's default, the best
-    other family (by nDCG@10 over all queries), Gödel, and the two baselines.
+    other family (by nDCG@10 over all queries), Gödel, the other scoring modes and calibrated
+    maps, and the two baselines.
 
     Example:
         >>> key_methods(result)  # doctest: +SKIP
         ['dense', 'pglogic[product-max]', 'pglogic[itlr]', 'pglogic[godel]', ...]
     """
-    engine = [m for m in result.methods if m.startswith("pglogic[") and m != HEADLINE]
+    engine = [
+        m for m in result.methods if m.startswith("pglogic[") and m != HEADLINE and "|" not in m
+    ]
     best = max(engine, key=lambda m: _nan0(result.summary[m]["ndcg@10"]), default=None)
-    wanted = [DENSE, HEADLINE, "pglogic[itlr]", best, "pglogic[godel]", DECOMPOSED, GEOMETRIC]
+    others = [m for m in result.methods if m.startswith("pglogic-") or "|" in m]
+    wanted = [DENSE, HEADLINE, "pglogic[itlr]", best, "pglogic[godel]", *others]
+    wanted += [DECOMPOSED, GEOMETRIC]
     out: list[str] = []
     for m in wanted:
         if m and m in result.methods and m not in out:
@@ -237,6 +242,10 @@ def to_json(result: EvalResult) -> dict[str, Any]:
                 m: {s: vars(p) for s, p in tests.items()}
                 for m, tests in result.significance.items()
             },
+            "versus_headline": {
+                m: {s: vars(p) for s, p in tests.items()}
+                for m, tests in result.versus_headline.items()
+            },
             "targets": targets(result),
             "queries": [
                 {
@@ -380,6 +389,22 @@ def to_markdown(result: EvalResult) -> str:
                     ]
                 )
         out += md_table(["method", "queries", "n", "dense", "method", "Δ", "p"], rows)
+    if result.versus_headline:
+        out += [f"## Scoring modes and calibrated maps against {HEADLINE}", ""]
+        out += [
+            "Wilcoxon signed-rank test of nDCG@10 against the default engine on the same "
+            "queries; median ms is the whole query path after embedding (SQO: its ascent too).",
+            "",
+        ]
+        rows = [
+            [
+                m, label, str(p.n), _fmt(p.mean_a), _fmt(p.mean_b), f"{p.delta:+.3f}",
+                f"{p.p_value:.2g}", _fmt(result.latency_ms[m], 1),
+            ]
+            for m, tests in result.versus_headline.items()
+            for label, p in tests.items()
+        ]  # fmt: skip
+        out += md_table(["method", "queries", "n", HEADLINE, "method", "Δ", "p", "median ms"], rows)
     checks = targets(result)
     if checks:
         out += [f"## Targets ({HEADLINE} vs dense)", ""]

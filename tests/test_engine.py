@@ -36,10 +36,12 @@ from pglogic.embed import CachedEmbedder
 from pglogic.errors import InvalidInput, PglogicError, QueryError
 from pglogic.filters import Comparison, Contains, Filter, parse_filter
 from pglogic.ingest import ingest_path, ingest_records
+from pglogic.nsfl import evaluate_nsfl_numpy
 from pglogic.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
 from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
 from pglogic.readers import FieldMap, Record
 from pglogic.search import Hit, estimate_selectivity, execute, search
+from pglogic.sqo import sqo_vector
 from tests.conftest import uses_hnsw
 
 db = pytest.mark.db
@@ -169,13 +171,17 @@ def test_compile_golden(case: GoldenCase) -> None:
     assert render_compile_case(case.query, case.options) == case.expected
 
 
-@pytest.mark.parametrize(
-    "case",
-    [c for c in GOLDEN_CASES if not (c.expected or "").startswith("ERROR")],
-    ids=[f"line{c.line}" for c in GOLDEN_CASES if not (c.expected or "").startswith("ERROR")],
-)
+FUZZY_CASES = [
+    c
+    for c in GOLDEN_CASES
+    if not (c.expected or "").startswith("ERROR") and '"mode"' not in (c.options or "")
+]
+
+
+@pytest.mark.parametrize("case", FUZZY_CASES, ids=[f"line{c.line}" for c in FUZZY_CASES])
 def test_compiled_shape(case: GoldenCase) -> None:
-    """One MATERIALIZED CTE per distinct positive term; only placeholders carry values."""
+    """One MATERIALIZED CTE per distinct positive term; only placeholders carry values (the
+    fuzzy mode; the other modes' shapes are in tests/test_modes.py)."""
     opts, _ = golden_options(case.options)
     tree = parse(case.query)
     compiled = compile_query(tree, GOLDEN_CORPUS, opts)
@@ -649,6 +655,95 @@ def sensitivity(
             moved = evaluate_numpy(tree, {**sims, t: sims[t] + step}, family, truth)
             out += np.abs(moved - base)
     return out
+
+
+# -- the other scoring modes: NSFL and SQO, SQL vs NumPy ------------------------------------------
+
+
+def texts_vectors(real: RealCorpus, minilm: Any, texts: Sequence[str]) -> dict[str, Any]:
+    """Vectors of ``texts`` (terms, fused texts, questions), embedding the missing ones."""
+    missing = [t for t in texts if t not in real.vectors]
+    if missing:
+        real.vectors.update(zip(missing, minilm.embed(missing), strict=True))
+    return {t: real.vectors[t] for t in texts}
+
+
+def cosines(real: RealCorpus, vector: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    v = np.asarray(vector, dtype=np.float64)
+    return real.embeddings @ v / (np.linalg.norm(real.embeddings, axis=1) * np.linalg.norm(v))
+
+
+NSFL_CASES = [
+    SearchOptions(k=N_REAL, mode="nsfl", exact=True),
+    SearchOptions(k=N_REAL, mode="nsfl"),  # k = the corpus: every candidate is returned
+    SearchOptions(k=N_REAL, mode="nsfl-rerank", rerank_depth=N_REAL),
+    SearchOptions(k=N_REAL, mode="nsfl", exact=True, question="grain, oil or banking news"),
+]
+
+
+@db
+@model
+@pytest.mark.parametrize("opts", NSFL_CASES, ids=["exact", "approx", "rerank", "question"])
+def test_nsfl_sql_scores_equal_numpy(
+    engine_conn: psycopg.Connection[Any], reuters: RealCorpus, minilm: Any, opts: SearchOptions
+) -> None:
+    for query in PARITY_QUERIES:
+        tree = parse(query)
+        compiled = compile_query(tree, reuters.corpus, opts)
+        vectors = texts_vectors(reuters, minilm, compiled.terms)
+        hits = execute(engine_conn, compiled, vectors)
+        row = {int(i): n for n, i in enumerate(reuters.ids)}
+        order = [row[h.id] for h in hits]
+        if opts.exact or opts.mode == "nsfl-rerank":
+            assert len(hits) == N_REAL, query  # the pool is the whole corpus
+        # every scored text's similarity is NumPy's cosine
+        for t in compiled.terms:
+            got = [h.similarities[t] for h in hits]
+            np.testing.assert_allclose(got, cosines(reuters, vectors[t])[order], atol=SIM_ATOL)
+        # the database's score is the NumPy face of NSFL on its similarities over the pool
+        # (every returned row: k is the corpus size)
+        db_sims = {t: np.array([h.similarities[t] for h in hits]) for t in compiled.terms}
+        own = evaluate_nsfl_numpy(tree, db_sims, opts.question)
+        np.testing.assert_allclose([h.score for h in hits], own, rtol=1e-12, atol=1e-15)
+        if len(hits) == N_REAL:  # and, from the stored embeddings, the same ranking
+            full = {t: cosines(reuters, vectors[t]) for t in compiled.terms}
+            expected = evaluate_nsfl_numpy(tree, full, opts.question)[order]
+            np.testing.assert_allclose([h.score for h in hits], expected, atol=1e-5)
+        for a, b in itertools.pairwise(hits):
+            assert a.score > b.score or (a.score == b.score and a.id < b.id)
+
+
+@db
+@model
+def test_sqo_sql_scores_equal_numpy(
+    engine_conn: psycopg.Connection[Any], reuters: RealCorpus
+) -> None:
+    for query in PARITY_QUERIES[1:]:
+        tree = parse(query)
+        exact = compile_query(tree, reuters.corpus, SearchOptions(k=N_REAL, mode="sqo", exact=True))
+        vector = exact.guide_vector(reuters.vectors)
+        np.testing.assert_array_equal(vector, sqo_vector(tree, reuters.vectors, seed=0))
+        hits = execute(engine_conn, exact, dict(reuters.vectors))
+        assert len(hits) == N_REAL
+        expected = cosines(reuters, vector)
+        row = {int(i): n for n, i in enumerate(reuters.ids)}
+        np.testing.assert_allclose(
+            [h.score for h in hits], expected[[row[h.id] for h in hits]], atol=SIM_ATOL
+        )
+        assert [h.id for h in hits][:10] == [
+            int(reuters.ids[i]) for i in np.argsort(-expected)[:10]
+        ]
+        # the approximate scan along the same vector: the same top 10, twice the same
+        approx = compile_query(tree, reuters.corpus, SearchOptions(k=10, mode="sqo"))
+        first = execute(engine_conn, approx, dict(reuters.vectors))
+        assert [h.id for h in first] == [h.id for h in hits[:10]]
+        assert first == execute(engine_conn, approx, dict(reuters.vectors))
+        # hybrid: its top K (here the corpus) reranked by the fuzzy formula = fuzzy exact
+        opts = SearchOptions(k=20, mode="sqo-rerank", rerank_depth=N_REAL)
+        rerank = execute(engine_conn, compile_query(tree, reuters.corpus, opts), reuters.vectors)
+        fuzzy = run_real(engine_conn, reuters, query, SearchOptions(k=20, exact=True))
+        assert [h.id for h in rerank] == [h.id for h in fuzzy]
+        np.testing.assert_allclose([h.score for h in rerank], [h.score for h in fuzzy])
 
 
 def recall_at_k(
