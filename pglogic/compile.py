@@ -48,9 +48,9 @@ from pglogic.corpus import Corpus
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
-from pglogic.nsfl import LayeredSql, evaluate_nsfl, scored_texts
+from pglogic.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
-from pglogic.query import Node, Term, positive_terms, terms, to_text
+from pglogic.query import Node, Term, positive_terms, terms
 from pglogic.sqo import sqo_vector
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -500,7 +500,7 @@ def compile_query(
             limit=ph(limit),
         )
 
-    monolithic = question or to_text(tree)
+    monolithic = question or fused_text(tree)
     scans: list[tuple[str, str, str]] = []
     if mode == "nsfl-rerank":
         params[pre + RERANK_DEPTH] = rdepth

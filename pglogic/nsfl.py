@@ -21,7 +21,8 @@ document in exact mode), so ``S̃`` is a window ``max(x) OVER ()`` over them in 
 
 How pglogic generalises them to any tree (nesting, more atoms). ``S(N)`` is a node's score,
 ``F(N)`` the similarity to the node's fused text (:func:`pglogic.query.to_text`: "a and b but
-not c", "(a or b) but not c"); for a term ``S = F = `` its similarity.
+not c", "(a or b) but not c", positives first: :func:`fused_text`); for a term ``S = F = `` its
+similarity.
 
 * **AND** with positive operands ``P1..Pn`` and negated operands ``¬N1..¬Nm`` (in the order
   written; the positives are taken first):
@@ -38,7 +39,8 @@ not c", "(a or b) but not c"); for a term ``S = F = `` its similarity.
 * **OR** with operands ``C1..Cn`` (any polarity): ``min(F, M)`` if ``F < S(Ci)`` for every i,
   else ``max(S(C1), …, S(Cn), F, M)``, where ``F = F(OR node)`` and ``M`` is the monolithic
   question's similarity at the root (the question given with the query, else the root's fused
-  text) and ``F`` itself below the root (a sub-clause has no question of its own).
+  text) and ``F`` itself below the root (a sub-clause has no question of its own). The question
+  (or the root's fused text) is always scored: its HNSW scan finds the NSFL modes' candidates.
 
 * **NOT** outside an AND (``A ∨ ¬B``, a negated root): ``1 − S̃(N)``.
 
@@ -78,6 +80,8 @@ __all__ = [
     "SqlValue",
     "evaluate_nsfl",
     "evaluate_nsfl_numpy",
+    "fused_text",
+    "positives_first",
     "scored_texts",
 ]
 
@@ -250,6 +254,37 @@ class LayeredSql:
         return f"l{len(self.layers)}" if self.layers else source
 
 
+def positives_first(node: Node) -> Node:
+    """``node`` with every AND's negated operands moved after its positive ones (in order).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> str(positives_first(parse('NOT "b" AND "a" OR "c"')))
+        '"a" AND NOT "b" OR "c"'
+    """
+    if isinstance(node, Term):
+        return node
+    if isinstance(node, Not):
+        return Not(positives_first(node.child))
+    children = [positives_first(c) for c in _flat(node)]
+    if isinstance(node, Or):
+        return Or(tuple(children))
+    ordered = [c for c in children if not isinstance(c, Not)]
+    return And(tuple(ordered + [c for c in children if isinstance(c, Not)]))
+
+
+def fused_text(node: Node) -> str:
+    """The fused query of a node: its formula as one string, positives first
+    (:func:`pglogic.query.to_text` of :func:`positives_first`).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> fused_text(parse('NOT "wheat" AND "grain"'))
+        'grain but not wheat'
+    """
+    return to_text(positives_first(node))
+
+
 def evaluate_nsfl(
     tree: Node, leaf: Callable[[str], T], alg: NsflAlgebra[T], question: str | None = None
 ) -> T:
@@ -267,7 +302,7 @@ def evaluate_nsfl(
     one = alg.const(1.0)
 
     def fused(node: Node) -> T:
-        return leaf(to_text(node))
+        return leaf(fused_text(node))
 
     def tilde(x: T) -> T:
         return alg.div(x, alg.add([alg.pool_max(x), alg.const(EPSILON)]))
@@ -281,7 +316,7 @@ def evaluate_nsfl(
         if isinstance(node, Or):
             s = [walk(c, False) for c in children]
             f = fused(node)
-            m = leaf(question or to_text(node)) if root else f
+            m = leaf(question or fused_text(node)) if root else f
             return alg.bind(
                 alg.where_lt([(f, si) for si in s], alg.least([f, m]), alg.greatest([*s, f, m]))
             )
@@ -311,7 +346,8 @@ def evaluate_nsfl(
 
 def scored_texts(tree: Node, question: str | None = None) -> list[str]:
     """Every text NSFL scores a document against: the terms (in :func:`terms` order), then the
-    fused texts and the question, each once.
+    fused texts and the monolithic question (``question``, else the root's fused text; its
+    HNSW scan generates the candidates of the NSFL modes), each once.
 
     Example:
         >>> from pglogic.query import parse
@@ -319,6 +355,8 @@ def scored_texts(tree: Node, question: str | None = None) -> list[str]:
         ['a', 'b', 'c', 'a and b', 'a and b but not c']
         >>> scored_texts(parse('"a" OR "b"'), question="a or else b")
         ['a', 'b', 'a or b', 'a or else b']
+        >>> scored_texts(parse('"a" AND "b"'), question="both a and b")
+        ['a', 'b', 'a and b', 'both a and b']
     """
     seen: dict[str, None] = dict.fromkeys(terms(tree))
 
@@ -327,6 +365,7 @@ def scored_texts(tree: Node, question: str | None = None) -> list[str]:
         return np.zeros(1)
 
     evaluate_nsfl(tree, leaf, NumpyNsfl(), question)
+    seen.setdefault(question or fused_text(tree))
     return list(seen)
 
 
