@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, host, server_dsn
 
 from pglogic import PgLogic, migrate
+from pglogic.calibration_store import truth_spec
 from pglogic.derive import derive_queries
 from pglogic.evaldata import load_dataset
 from pglogic.evaluate import (
@@ -61,9 +62,9 @@ def calibrations(api: PgLogic, name: str) -> dict[str, str]:
     out = {}
     other = FIT_FROM[name]
     cal = calibrate_dataset(api, load_dataset(SHARED_DATA / other))
-    out[f"fit:{other.split('_')[0]}"] = f"sigmoid:{cal.tau!r}:{cal.lam!r}"
+    out[f"fit:{other.split('_')[0]}"] = truth_spec(cal)
     own = calibrate_dataset(api, load_dataset(SHARED_DATA / name), unsupervised=True)
-    out["unsupervised"] = f"sigmoid:{own.tau!r}:{own.lam!r}"
+    out["unsupervised"] = truth_spec(own)
     print(f"  calibrations: {out}", flush=True)
     return out
 
@@ -104,11 +105,11 @@ def headline(name: str, result: Any) -> dict[str, Any]:
         for m, t in result.versus_headline.items()
     }
     row["modes"][HEADLINE] = {"ms": result.latency_ms[HEADLINE]}
-    table = breakdown(result, lambda q: q.template, result.methods)
+    table = breakdown(result, lambda q: q.template if q.group == "nsfl" else None, result.methods)
     row["nsfl_templates"] = {
         t: {"queries": table[t]["queries"], **{m: table[t][m]["ndcg@10"] for m in TEMPLATE_METHODS}}
         for t in table
-        if t.startswith("nsfl-")
+        if t is not None
     }
     row["targets"] = {k: v["met"] for k, v in targets(result).items()}
     return row

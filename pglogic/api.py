@@ -13,10 +13,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pglogic import corpus as corpora
 from pglogic import migrate
+from pglogic.calibration_store import resolve_stored_truth
 from pglogic.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.config import DEFAULT_MODEL, Settings
 from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, Corpus, CorpusInfo, IndexProgress
@@ -219,8 +221,14 @@ class PgLogic:
         ef_search: int | None = None,
         filters: Sequence[Filter] = (),
         guide: bool = True,
+        mode: str = "fuzzy",
+        question: str | None = None,
+        rerank_depth: int | None = None,
+        seed: int = 0,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
+
+        ``mode`` and the options after it are those of :class:`SearchOptions` (NSFL and SQO).
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -235,6 +243,10 @@ class PgLogic:
             ef_search=ef_search,
             filters=tuple(filters),
             guide=guide,
+            mode=mode,
+            question=question,
+            rerank_depth=rerank_depth,
+            seed=seed,
         )
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)
@@ -252,5 +264,6 @@ class PgLogic:
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)
             iterative = server_has_iterative_scan(conn)
+            options = replace(options, truth=resolve_stored_truth(conn, c, options.truth))
             conn.commit()
         return compile_query(to_tree(query), c, options, server_has_iterative_scan=iterative)

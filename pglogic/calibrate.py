@@ -26,8 +26,11 @@ Two ways to fit ``(τ, λ)``; both return a :class:`Calibration`:
   quantile (a document must be in a term's top 1 % to be more true than not) and ``λ`` is the
   slope that makes the median document ≲ 0.02 true and the top 0.1 % ≳ 0.98 true.
 
-Everything here is pure (no database, no embedding model). Storing the parameters with a corpus
-and applying them in SQL (a truth map) are the next stage, not built yet.
+Everything here is pure (no database, no embedding model). The fitted map is used as the truth
+map ``sigmoid:TAU:LAMBDA`` (:func:`pglogic.operators.sigmoid_truth`, also in ``pglogic.search()``
+in SQL); :mod:`pglogic.calibration_store` stores parameters per model or corpus in the database
+for ``truth="calibrated"``, and :mod:`pglogic.calibrate_corpus` fits a corpus from its stored
+embeddings and searched terms.
 
 Example:
     >>> import numpy as np

@@ -31,7 +31,7 @@ from rich.text import Text
 
 from pglogic import migrate, server
 from pglogic.api import PgLogic
-from pglogic.compile import SearchOptions
+from pglogic.compile import DEFAULT_RERANK_DEPTH, MODES, SearchOptions
 from pglogic.config import DEFAULT_MODEL, default_home
 from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
 from pglogic.errors import PglogicError, QuerySyntaxError
@@ -41,8 +41,8 @@ from pglogic.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.readers import FORMATS, FieldMap
 from pglogic.search import SearchResult
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)  # user text such as "a:x:b" must not become emoji
+err_console = Console(stderr=True, emoji=False)
 
 
 class RateColumn(ProgressColumn):
@@ -55,6 +55,7 @@ class RateColumn(ProgressColumn):
 
 #: How `pglogic compile` describes the guide vector parameter.
 GUIDE_NOTE = "<guide vector: pglogic.guide.guide_vector of the term embeddings>"
+SQO_NOTE = "<SQO vector: pglogic.sqo.sqo_vector of the term embeddings>"
 
 
 def progress_bar() -> Progress:
@@ -412,6 +413,10 @@ def _search_options(
     ef_search: int | None,
     where: tuple[str, ...],
     guide: bool = True,
+    mode: str = "fuzzy",
+    question: str | None = None,
+    rerank_depth: int | None = None,
+    seed: int = 0,
 ) -> SearchOptions:
     return SearchOptions(
         k=k,
@@ -422,6 +427,10 @@ def _search_options(
         ef_search=ef_search,
         filters=tuple(parse_filter(w) for w in where),
         guide=guide,
+        mode=mode,
+        question=question,
+        rerank_depth=rerank_depth,
+        seed=seed,
     )
 
 
@@ -439,8 +448,8 @@ def search_options(f: Any) -> Any:
             "--truth",
             default="clamp",
             show_default=True,
-            help="Similarity-to-truth mapping: clamp, affine, or sigmoid:TAU:LAMBDA "
-            "(calibrated; see 'pglogic calibrate').",
+            help="Similarity-to-truth mapping: clamp, affine, sigmoid:TAU:LAMBDA, or calibrated "
+            "(the fit stored with 'pglogic calibrate --save'; see 'pglogic calibration list').",
         ),
         click.option("--exact", is_flag=True, help="Score every document (no index)."),
         click.option("--depth", type=int, help="Candidates per positive term (default from k)."),
@@ -456,6 +465,25 @@ def search_options(f: Any) -> Any:
             multiple=True,
             help="Metadata filter: KEY=VALUE, KEY>=VALUE, ... or a JSON object (repeatable).",
         ),
+        click.option(
+            "--mode",
+            type=click.Choice(list(MODES)),
+            default="fuzzy",
+            show_default=True,
+            help="Scoring: " + "; ".join(f"{name}: {what}" for name, what in MODES.items()) + ".",
+        ),
+        click.option(
+            "--question",
+            help="The monolithic question the NSFL modes also score (default: the query as text).",
+        ),
+        click.option(
+            "--rerank-depth",
+            type=int,
+            help=f"K, the candidates the reranking modes rescore [{DEFAULT_RERANK_DEPTH}].",
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, help="Seed of the SQO ascent."
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -468,6 +496,8 @@ def search_options(f: Any) -> Any:
         'pglogic search news \'"grain" AND NOT "wheat"\' --explain',
         'pglogic search se \'"bread" AND "baking"\' --where site=cooking -k 5',
         'pglogic search news \'("gold" OR "silver") AND NOT "mining"\' --operators godel --json',
+        'pglogic search news \'"grain" AND NOT "wheat"\' --mode nsfl-rerank --rerank-depth 500',
+        'pglogic search news \'"oil" AND "opec"\' --mode sqo',
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -488,10 +518,19 @@ def search(
     ef_search: int | None,
     guide: bool,
     where: tuple[str, ...],
+    mode: str,
+    question: str | None,
+    rerank_depth: int | None,
+    seed: int,
     explain: bool,
     as_json: bool,
 ) -> None:
-    """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( )."""
+    """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( ).
+
+    --mode picks the scoring: fuzzy operators (default), the NSFL paper's operators over the
+    terms and their fused texts (nsfl, nsfl-rerank), or spherical query optimisation (sqo,
+    sqo-rerank). --explain shows every scored text's similarity.
+    """
     opts = _search_options(k, operators, truth, exact, depth, ef_search, where, guide)
     api = _api(ctx)
     result = api.search(
@@ -505,6 +544,10 @@ def search(
         ef_search=ef_search,
         filters=opts.filters,
         guide=guide,
+        mode=mode,
+        question=question,
+        rerank_depth=rerank_depth,
+        seed=seed,
     )
     if as_json:
         for h in result.hits:
@@ -550,6 +593,7 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
         'pglogic compile \'"grain" OR "corn"\' --corpus news --operators godel',
         'pglogic compile \'"a" AND NOT "b"\' --style numbered      # $1, $2, ... placeholders',
         'pglogic compile \'"grain" AND NOT "wheat"\' --corpus news --vectors inline',
+        'pglogic compile \'"a" AND NOT "b"\' --mode nsfl',
     ),
 )
 @click.argument("query")
@@ -584,6 +628,10 @@ def compile_cmd(
     ef_search: int | None,
     guide: bool,
     where: tuple[str, ...],
+    mode: str,
+    question: str | None,
+    rerank_depth: int | None,
+    seed: int,
     style: str,
     vectors_mode: str,
 ) -> None:
@@ -595,7 +643,21 @@ def compile_cmd(
 
     if vectors_mode == "inline" and not corpus_name:
         raise click.UsageError("--vectors inline needs --corpus: the corpus's model embeds terms")
-    opts = _search_options(k, operators, truth, exact, depth, ef_search, where, guide)
+    opts = _search_options(
+        k,
+        operators,
+        truth,
+        exact,
+        depth,
+        ef_search,
+        where,
+        guide,
+        mode,
+        question,
+        rerank_depth,
+        seed,
+    )
+    note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:
         compiled = _api(ctx).compile(corpus_name, query, opts)
     else:
@@ -620,7 +682,7 @@ def compile_cmd(
         for i, name in enumerate(rendered.names, 1):
             term = rendered.vector_terms.get(name)
             if name == rendered.guide:
-                value = GUIDE_NOTE
+                value = note
             else:
                 value = f"<embedding of {term!r}>" if term is not None else rendered.params[name]
             click.echo(f"-- ${i} = {name}: {json.dumps(value, ensure_ascii=False)}")
@@ -629,7 +691,7 @@ def compile_cmd(
     params = {k: v for k, v in compiled.params.items()}
     params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
     if compiled.guide_param:
-        params[compiled.guide_param] = GUIDE_NOTE
+        params[compiled.guide_param] = note
     click.echo("-- parameters: " + json.dumps(params, ensure_ascii=False))
 
 

@@ -27,7 +27,7 @@ from pglogic.db import connect, vector_version
 from pglogic.errors import InvalidInput, UnknownCorpus
 from pglogic.search import SearchResult
 
-console = Console()
+console = Console(emoji=False)
 
 
 @dataclass(frozen=True)

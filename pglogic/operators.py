@@ -485,7 +485,8 @@ TRUTH_MAPS: dict[str, TruthMap] = {
 
 DEFAULT_TRUTH = "clamp"
 
-#: exp() arguments are capped here: Postgres raises on overflow (exp(710) > max double).
+#: exp() arguments are clamped to [−EXP_CAP, EXP_CAP]: Postgres raises on overflow (exp(710) >
+#: max double) and on underflow (exp(−746) is below the smallest double).
 EXP_CAP = 700.0
 
 
@@ -495,7 +496,7 @@ def sigmoid_truth(tau: float, lam: float) -> TruthMap:
     Its name ``sigmoid:TAU:LAMBDA`` is a spec :func:`resolve_truth` (``--truth``) accepts back.
     τ and λ become SQL constants rendered from floats (never text); λ must be positive so the map
     stays increasing (NOT stays decreasing). SQL face:
-    ``1 / (1 + exp(LEAST(700, (τ − s)·λ)))``.
+    ``1 / (1 + exp(LEAST(700, GREATEST(-700, (τ − s)·λ))))``.
 
     Example:
         >>> m = sigmoid_truth(0.2, 10.0)
@@ -512,7 +513,8 @@ def sigmoid_truth(tau: float, lam: float) -> TruthMap:
 
     def definition(alg: Algebra[T], s: T) -> T:
         one = alg.const(1.0)
-        z = alg.least([alg.const(EXP_CAP), alg.mul([alg.sub(alg.const(tau), s), alg.const(lam)])])
+        z = alg.mul([alg.sub(alg.const(tau), s), alg.const(lam)])
+        z = alg.least([alg.const(EXP_CAP), alg.greatest([alg.const(-EXP_CAP), z])])
         return alg.div(one, alg.add([one, alg.exp(z)]))
 
     return _SigmoidMap(f"sigmoid:{tau!r}:{lam!r}", f"σ((s − {tau:g})·{lam:g})", definition)
@@ -688,7 +690,9 @@ def resolve_truth(spec: str | TruthMap | None = None) -> TruthMap:
     """Turn a truth-map name into a :class:`TruthMap` (``None`` means ``clamp``).
 
     Besides the names in :data:`TRUTH_MAPS`, ``sigmoid:TAU:LAMBDA`` is a calibrated map
-    (:func:`sigmoid_truth`).
+    (:func:`sigmoid_truth`). ``calibrated`` (the parameters stored for a corpus) needs the
+    database: :func:`pglogic.calibration_store.resolve_stored_truth` turns it into
+    ``sigmoid:TAU:LAMBDA`` first (searches do), so here it is an error.
 
     Example:
         >>> resolve_truth("affine").formula
@@ -700,12 +704,22 @@ def resolve_truth(spec: str | TruthMap | None = None) -> TruthMap:
         ...
         pglogic.errors.ConfigError: Unknown truth map 'sigmoid': valid names are clamp, affine, \
 or sigmoid:TAU:LAMBDA
+        >>> resolve_truth("calibrated")
+        Traceback (most recent call last):
+        ...
+        pglogic.errors.ConfigError: Truth map 'calibrated' uses the parameters stored for a \
+corpus: search a corpus with it, or give sigmoid:TAU:LAMBDA
     """
     if isinstance(spec, TruthMap):
         return spec
     name = DEFAULT_TRUTH if spec is None or not spec.strip() else spec.strip().lower()
     if name in TRUTH_MAPS:
         return TRUTH_MAPS[name]
+    if name == "calibrated":
+        raise ConfigError(
+            "Truth map 'calibrated' uses the parameters stored for a corpus: search a corpus "
+            "with it, or give sigmoid:TAU:LAMBDA"
+        )
     parts = name.split(":")
     if len(parts) == 3 and parts[0] == "sigmoid":
         try:

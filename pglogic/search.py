@@ -19,6 +19,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from pglogic.calibration_store import resolve_stored_truth
 from pglogic.compile import (
     CompiledQuery,
     SearchOptions,
@@ -164,6 +165,7 @@ def search(
         [Hit(id=7, external_id='d7', title='...', score=0.61, similarities={'vitamin D': 0.61})]
     """
     opts = options or SearchOptions()
+    opts = replace(opts, truth=resolve_stored_truth(conn, corpus, opts.truth))  # "calibrated"
     t0 = time.perf_counter()
     tree = to_tree(query)
     iterative = server_has_iterative_scan(conn) and opts.iterative_scan

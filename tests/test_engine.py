@@ -1178,6 +1178,8 @@ def cli_searches(engine_dsn: str, reuters: RealCorpus) -> dict[str, Any]:
     commands = {
         "explain": (*base, EXPLAIN_QUERY, "--explain", "-k", "5"),
         "json": (*base, JSON_QUERY, "--json", "-k", "4"),
+        "nsfl": (*base, EXPLAIN_QUERY, "--mode", "nsfl-rerank", "--json", "-k", "5"),
+        "sqo": (*base, JSON_QUERY, "--mode", "sqo", "--seed", "3", "--json", "-k", "5"),
     }
     with ThreadPoolExecutor(len(commands)) as pool:
         futures = {
@@ -1226,6 +1228,47 @@ def test_cli_search_json_lines(
     with connect(engine_dsn) as c:
         lib = search(c, reuters.corpus, JSON_QUERY, embedder=minilm, options=SearchOptions(k=4))
     assert [h["id"] for h in hits] == [h.external_id for h in lib.hits]
+
+
+@db
+@model
+def test_cli_search_modes(
+    cli_searches: dict[str, Any], engine_dsn: str, reuters: RealCorpus, minilm: Any
+) -> None:
+    for name, query, opts in [
+        ("nsfl", EXPLAIN_QUERY, SearchOptions(k=5, mode="nsfl-rerank")),
+        ("sqo", JSON_QUERY, SearchOptions(k=5, mode="sqo", seed=3)),
+    ]:
+        proc = cli_searches[name]
+        assert proc.returncode == 0, proc.stderr
+        hits = [json.loads(line) for line in proc.stdout.splitlines()]
+        with connect(engine_dsn) as c:
+            lib = search(c, reuters.corpus, query, embedder=minilm, options=opts)
+        assert [h["id"] for h in hits] == [h.external_id for h in lib.hits]
+        assert [h["score"] for h in hits] == pytest.approx([h.score for h in lib.hits])
+    nsfl = json.loads(cli_searches["nsfl"].stdout.splitlines()[0])
+    # NSFL also scores the fused text (here also the question)
+    assert list(nsfl["similarities"]) == [
+        "oil prices",
+        "natural gas",
+        "oil prices but not natural gas",
+    ]
+
+
+def test_cli_compile_modes() -> None:
+    from tests.conftest import run_cli
+
+    proc = run_cli("compile", '"a" AND NOT "b"', "--mode", "sqo", env=CLI_ENV)
+    assert proc.returncode == 0, proc.stderr
+    params = json.loads(proc.stdout.splitlines()[-1].removeprefix("-- parameters: "))
+    assert params["vg"] == "<SQO vector: pglogic.sqo.sqo_vector of the term embeddings>"
+    nsfl = run_cli("compile", '"a" OR "b"', "--mode", "nsfl", "--question", "a or b?", env=CLI_ENV)
+    assert nsfl.returncode == 0, nsfl.stderr
+    params = json.loads(nsfl.stdout.splitlines()[-1].removeprefix("-- parameters: "))
+    assert params["v2"] == "<embedding of 'a or b'>" and params["v3"] == "<embedding of 'a or b?'>"
+    assert "max(" not in nsfl.stdout and "GREATEST(" in nsfl.stdout
+    bad = run_cli("compile", '"a" OR "b"', "--mode", "fast", env=CLI_ENV)
+    assert bad.returncode == 2 and "'fast' is not one of" in bad.stderr
 
 
 def test_cli_compile_prints_settings_and_statement() -> None:

@@ -180,14 +180,20 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     res = run_cli(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--out", str(out),
         "--per-template", "2", "--max-given", "10", "--family", "product-max", "--family", "itlr",
+        "--mode", "nsfl", "--mode", "sqo-rerank", "--calibration", "unsupervised",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "Wrote" in res.stdout
     data = json.loads((out / "results.json").read_text())
     assert data["documents"] == 46
     assert data["methods"] == [
-        "dense", "pglogic[product-max]", "pglogic[itlr]", "decomposed", "geometric"
+        "dense", "pglogic[product-max]", "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
+        "pglogic[product-max|unsupervised]", "decomposed", "geometric",
     ]  # fmt: skip
+    # the modes and the calibrated map are tested against the default engine
+    assert set(data["versus_headline"]) == {
+        "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max|unsupervised]"
+    }  # fmt: skip
     groups = data["queries_per_group"]
     assert groups["given"] == 10 and groups["itlr3"] > 0 and groups["nsfl"] > 0
     for method, metrics in data["summary"].items():
@@ -203,6 +209,7 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert set(data["targets"]) >= {"NOT: NegRecall@10 at least 80% lower"}
     md = (out / "results.md").read_text()
     assert "## nDCG@10 by number of negations" in md and "Wilcoxon" in md
+    assert "## Scoring modes and calibrated maps against pglogic[product-max]" in md
     assert (out / "ndcg_by_negations.png").stat().st_size > 1000
     assert (out / "ndcg_by_terms.png").stat().st_size > 1000
 
@@ -223,6 +230,7 @@ def test_calibrate_then_eval_with_the_fitted_truth_map(
     res = run_cli(
         "--dsn", dsn, "eval", limit, "--out", str(out), "--per-template", "1",
         "--max-given", "0", "--family", "product-max", "--truth", fit["truth"], "--no-plots",
+        "--mode", "none",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     data = json.loads((out / "results.json").read_text())
@@ -251,3 +259,20 @@ def test_eval_rejects_a_directory_without_a_corpus(dsn: str, tmp_path: Path) -> 
     res = run_cli("--dsn", dsn, "eval", str(tmp_path))
     assert res.returncode != 0
     assert "corpus.jsonl" in res.stderr
+
+
+def test_eval_rejects_a_bad_calibration_before_loading(tmp_path: Path) -> None:
+    res = run_cli("eval", str(tmp_path), "--calibration", "sigmoid:x:1")
+    assert res.returncode != 0
+    assert "Invalid truth map 'sigmoid:x:1'" in res.stderr
+    res = run_cli("eval", str(tmp_path), "--mode", "nsfl-fast")
+    assert res.returncode == 2 and "'nsfl-fast' is not one of" in res.stderr
+
+
+@pytest.mark.db
+def test_eval_stored_calibration_must_exist(dsn: str, shared_data: Path) -> None:
+    res = run_cli(
+        "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--calibration", "stored"
+    )  # fmt: skip
+    assert res.returncode != 0
+    assert "No model-wide calibration stored for 'all-MiniLM-L6-v2'" in res.stderr

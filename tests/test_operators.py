@@ -429,7 +429,9 @@ def test_sigmoid_truth_map() -> None:
     np.testing.assert_allclose(m.numpy(s), want, rtol=1e-12)
     assert m.numpy([0.25])[0] == 0.5
     assert np.all(np.diff(m.numpy(np.linspace(-1, 1, 50))) > 0)  # increasing: NOT decreases
-    assert render(m.sql(ident("s"))) == ('(1.0 / (1.0 + exp(LEAST(700.0, ((0.25 - "s") * 8.0)))))')
+    assert render(m.sql(ident("s"))) == (
+        '(1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((0.25 - "s") * 8.0))))))'
+    )
     assert resolve_truth(m.name) == m
     for bad, message in [
         ("sigmoid:0.2:-1", "A sigmoid truth map needs a finite tau and lambda > 0, got 0.2, -1.0"),

@@ -21,6 +21,8 @@ from psycopg.types.json import Jsonb
 from pglogic import corpus as corpora
 from pglogic import migrate
 from pglogic.api import PgLogic
+from pglogic.calibrate import Calibration
+from pglogic.calibration_store import delete_calibration, save_calibration
 from pglogic.compile import SearchOptions
 from pglogic.db import connect
 from pglogic.query import parse
@@ -112,6 +114,31 @@ def test_reader_searches_with_python(admin_dsn: str, reader_dsn: str, minilm: An
     assert [h.external_id for h in api_hits] == [h.external_id for h in hits]
 
 
+@pytest.mark.model
+def test_reader_searches_with_the_stored_calibration(
+    admin_dsn: str, reader_dsn: str, minilm: Any
+) -> None:
+    q = Jsonb({**query_json(minilm), "truth": "calibrated"})
+    stmt = "SELECT external_id, score FROM pglogic.search('news', %s)"
+    with connect(admin_dsn) as admin:
+        news = corpora.get_corpus(admin, "news")
+        save_calibration(admin, news.model, Calibration(0.1857, 18.76, "logistic", 100, 0.9))
+    try:
+        with connect(admin_dsn) as admin:
+            expected = admin.execute(stmt, (q,)).fetchall()
+        with connect(reader_dsn) as reader:
+            got = reader.execute(stmt, (q,)).fetchall()
+            hits = search(reader, news, QUERY, embedder=minilm,
+                          options=SearchOptions(k=5, truth="calibrated")).hits  # fmt: skip
+        assert got == expected and len(got) == 5
+        assert hits and hits[0].score < 1.0
+        with pytest.raises(errors.InsufficientPrivilege), connect(reader_dsn) as reader:
+            save_calibration(reader, news.model, Calibration(0.2, 10.0, "corpus", 0, None))
+    finally:
+        with connect(admin_dsn) as admin:
+            delete_calibration(admin, news.model)
+
+
 def _table(admin_dsn: str) -> str:
     with connect(admin_dsn) as admin:
         return corpora.get_corpus(admin, "news").table_name
@@ -128,6 +155,8 @@ WRITES = [
     "UPDATE pglogic.corpora SET description = 'hacked'",
     "DELETE FROM pglogic.embeddings",
     "INSERT INTO pglogic.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
+    "INSERT INTO pglogic.calibration (model, tau, lam, method) VALUES ('m', 0.2, 10, 'corpus')",
+    "DELETE FROM pglogic.calibration",
     "DELETE FROM pglogic_alembic_version",
     "CREATE TABLE pglogic.evil (id integer)",
     "CREATE TABLE public.evil (id integer)",

@@ -1,4 +1,4 @@
-"""The SQL functions of migration 0002: fuzzy operators, pglogic.search, the term cache.
+"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.search, the term cache.
 
 The operators are checked against their NumPy faces on a grid; ``pglogic.search`` is checked
 against the Python path (``pglogic.search.search``) on 200 real Reuters documents embedded with
@@ -21,6 +21,8 @@ from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from pglogic import migrate
+from pglogic.calibrate import Calibration
+from pglogic.calibration_store import delete_calibration, resolve_stored_truth, save_calibration
 from pglogic.compile import SearchOptions, compile_query
 from pglogic.corpus import get_corpus
 from pglogic.db import connect
@@ -236,9 +238,12 @@ def test_search_function_ranks_like_python_through_the_index(
         SearchOptions(k=3, depth=20, ef_search=40, operators="itlr[min,sum,reciprocal]"),
         SearchOptions(k=10, exact=True),
         SearchOptions(k=200, exact=True, operators="product"),
+        SearchOptions(k=10, truth="sigmoid:0.1857:18.76"),
+        SearchOptions(k=50, operators="godel", truth="Sigmoid:1e-01:1_2.5", exact=True),
     ],
-    ids=["affine", "godel-affine", "iterative", "small-depth", "exact", "exact-all"],
-)
+    ids=["affine", "godel-affine", "iterative", "small-depth", "exact", "exact-all", "sigmoid",
+         "godel-sigmoid-exact"],
+)  # fmt: skip
 def test_search_function_options_rank_like_python(
     news: Conn, fixed: FixedEmbedder, opts: SearchOptions
 ) -> None:
@@ -246,6 +251,30 @@ def test_search_function_options_rank_like_python(
         hits, rows = python_and_sql(news, fixed, query, opts)
         assert hits
         assert_same(hits, rows)
+
+
+@pytest.mark.model
+def test_calibrated_truth_ranks_like_python(news: Conn, fixed: FixedEmbedder) -> None:
+    """The stored parameters: the corpus's own row first, else its model's."""
+    corpus = get_corpus(news, "news")
+    news.commit()
+    save_calibration(news, corpus.model, Calibration(0.1857, 18.76, "logistic", 100, 0.9))
+    try:
+        for own in (None, Calibration(0.25, 12.5, "corpus", 0, None)):
+            if own is not None:
+                save_calibration(news, corpus.model, own, corpus_id=corpus.id)
+            for query in QUERIES[2:5]:
+                opts = SearchOptions(k=10, truth="calibrated")
+                hits, rows = python_and_sql(news, fixed, query, opts)
+                assert hits
+                assert_same(hits, rows)
+                spec = resolve_stored_truth(news, corpus, "calibrated")
+                assert spec == ("sigmoid:0.1857:18.76" if own is None else "sigmoid:0.25:12.5")
+                hits_spec, _ = python_and_sql(news, fixed, query, replace(opts, truth=spec))
+                assert [(h.id, h.score) for h in hits_spec] == [(h.id, h.score) for h in hits]
+    finally:
+        delete_calibration(news, corpus.model, corpus.id)
+        delete_calibration(news, corpus.model)
 
 
 @pytest.mark.model
@@ -427,12 +456,12 @@ def test_bad_operator_names_give_the_python_message(news: Conn, operators: str) 
     assert message(exc) == str(python.value)
 
 
-def test_bad_truth_and_k_give_the_python_message(news: Conn) -> None:
+@pytest.mark.parametrize("truth", ["sigmoid", "sigmoid:0.2:-1", "sigmoid:x:1", "sigmoid:0.2:inf"])
+def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None:
     with pytest.raises(PglogicError) as python:
-        resolve_truth("sigmoid")
-    exc = sql_error(news, "news", {"tree": {"term": "a", "vector": VEC}, "truth": "sigmoid"})
-    # calibrated sigmoid:TAU:LAMBDA maps exist on the Python path only (not yet in pglogic.search)
-    assert str(python.value) == message(exc) + ", or sigmoid:TAU:LAMBDA"
+        resolve_truth(truth)
+    exc = sql_error(news, "news", {"tree": {"term": "a", "vector": VEC}, "truth": truth})
+    assert message(exc) == str(python.value)
     exc = sql_error(news, "news", {"tree": {"term": "a", "vector": VEC}, "k": 0})
     assert message(exc) == "Invalid k=0: must be at least 1"
 
@@ -491,11 +520,11 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (24, True, True)
+    assert objects() == (25, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (24, True, True)
+    assert objects() == (25, True, True)
 
 
 def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None:
@@ -510,6 +539,60 @@ def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None
     assert default() == ["product", "sum", "complement"]
     migrate.upgrade(dsn)
     assert default() == ["product", "max", "complement"]
+
+
+def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
+    changed = ("_resolve_truth(jsonb)", "_score_sql(jsonb, text[], text[], text)",
+               "_plan(text, jsonb)")  # fmt: skip
+
+    def state() -> dict[str, Any]:
+        with connect(dsn) as c:
+            defs = {
+                f: c.execute(
+                    "SELECT pg_get_functiondef(%s::regprocedure)", (f"pglogic.{f}",)
+                ).fetchone()[0]  # type: ignore[index]
+                for f in changed
+            }
+            row = c.execute(
+                "SELECT to_regclass('pglogic.calibration') IS NOT NULL,"
+                " to_regprocedure('pglogic._float_text(double precision)') IS NOT NULL,"
+                " (SELECT array_to_string(proconfig, ',') FROM pg_proc"
+                "  WHERE oid = 'pglogic._plan(text, jsonb)'::regprocedure),"
+                " CASE WHEN to_regclass('pglogic.calibration') IS NOT NULL THEN"
+                "  has_table_privilege('pglogic_reader', 'pglogic.calibration', 'SELECT') END"
+            ).fetchone()
+        assert row is not None
+        return {"defs": defs, "table": row[0], "float_text": row[1], "plan_config": row[2],
+                "reader": row[3]}  # fmt: skip
+
+    def truth(spec: str) -> str:
+        with connect(dsn) as c:
+            try:
+                row = c.execute("SELECT pglogic._resolve_truth(%s)", (Jsonb(spec),)).fetchone()
+            except psycopg.Error as exc:
+                return message(exc)
+        assert row is not None
+        return str(row[0])
+
+    head = state()
+    assert head["table"] and head["float_text"] and head["reader"]
+    assert head["plan_config"].startswith("search_path=pg_catalog, ")
+    assert truth("sigmoid:0.1:2") == "sigmoid:0.1:2.0"
+    assert truth("calibrated") == "calibrated"
+    migrate.downgrade(dsn, "0003")
+    old = state()
+    assert (old["table"], old["float_text"], old["reader"]) == (False, False, None)
+    assert old["plan_config"] == head["plan_config"]
+    for f in changed:
+        assert old["defs"][f] != head["defs"][f]
+        assert "calibrat" not in old["defs"][f] and "sigmoid" not in old["defs"][f]
+    assert truth("sigmoid:0.1:2") == (
+        "Unknown truth map 'sigmoid:0.1:2': valid names are clamp, affine"
+    )
+    migrate.upgrade(dsn)
+    assert state() == head
+    migrate.downgrade(dsn, "0003")
+    assert state() == old
 
 
 def test_sql_files_ship_in_the_package() -> None:
@@ -537,8 +620,10 @@ def test_sql_files_ship_inside_the_wheel(tmp_path: Path) -> None:
         "pglogic/sql/search.sql",
         "pglogic/sql/reader.sql",
         "pglogic/sql/resolve_operators_0002.sql",
+        "pglogic/sql/search_0003.sql",
         "pglogic/migrations/versions/0002_sql_functions.py",
         "pglogic/migrations/versions/0003_default_operators.py",
+        "pglogic/migrations/versions/0004_calibration.py",
         "pglogic/data/arxiv_categories.json",
         "pglogic/render.py",
         "pglogic/term_cache.py",

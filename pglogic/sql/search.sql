@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002, 0003).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0004).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -9,8 +9,11 @@
 -- {"op": "and" | "or", "args": [two or more nodes]} and {"op": "not", "arg": NODE}. A term without
 -- a vector is looked up in pglogic.term_cache for the corpus's model. Options next to "tree":
 -- operators (a preset such as "product-max" (the default since migration 0003), "itlr", a spec
--- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth ("clamp" | "affine"), k (10), exact (false),
--- depth and ef_search (null: the defaults of pglogic.compile.default_depth), iterative_scan (true).
+-- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth
+-- ("clamp" (the default), "affine", "sigmoid:TAU:LAMBDA" or, since migration 0004, "calibrated":
+-- the sigmoid stored in pglogic.calibration for the corpus, else for its model), k (10), exact
+-- (false), depth and ef_search (null: the defaults of pglogic.compile.default_depth),
+-- iterative_scan (true).
 -- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
 --
 -- The statement is built exactly like the Python compiler (pglogic/compile.py) builds it: one
@@ -215,25 +218,133 @@ BEGIN
 END
 $fn$;
 
+-- A double precision number as Python's repr() writes it (pglogic.operators._const_text): the
+-- shortest text that reads back as the same number, with ".0" on integral values and a
+-- fixed-point form up to 1e16, so that constants render text for text like the Python compiler.
+CREATE OR REPLACE FUNCTION pglogic._float_text(x double precision)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET extra_float_digits = 1  -- float8 output is then the shortest round trip (PostgreSQL >= 12)
+AS $fn$
+DECLARE
+    t text := x::text;
+    m text[];
+    digits text;
+    p integer;
+    r numeric;
+    e integer;
+    cand text;
+    shorter text;
+BEGIN
+    IF t IN ('NaN', 'Infinity', '-Infinity') THEN
+        RETURN CASE t WHEN 'NaN' THEN 'nan' WHEN 'Infinity' THEN 'inf' ELSE '-inf' END;
+    END IF;
+    -- Some large integral values print with more digits than needed to read back the same;
+    -- Python prints the fewest: round to fewer digits while the result still reads back as x.
+    m := regexp_match(t, '^(-?)([0-9]\.[0-9]+)e\+([0-9]+)$');
+    IF m IS NOT NULL THEN
+        digits := replace(m[2], '.', '');
+        FOR p IN REVERSE length(digits) - 1 .. 1 LOOP
+            r := round(digits::numeric, p - length(digits));
+            e := m[3]::integer + length(r::text) - length(digits);
+            cand := rtrim(left(r::text, p + 1), '0');
+            cand := m[1] || left(cand, 1) || coalesce(nullif('.' || substr(cand, 2), '.'), '')
+                || 'e+' || lpad(e::text, 2, '0');
+            BEGIN
+                EXIT WHEN cand::double precision <> x;
+            EXCEPTION WHEN numeric_value_out_of_range THEN
+                EXIT;  -- rounded up past the largest double
+            END;
+            shorter := cand;
+        END LOOP;
+        t := coalesce(shorter, t);
+    END IF;
+    -- PostgreSQL switches to exponents from 1e15 on, Python from 1e16 on
+    m := regexp_match(t, '^(-?)([0-9])(?:\.([0-9]+))?e\+15$');
+    IF m IS NOT NULL THEN
+        digits := m[2] || coalesce(m[3], '');
+        RETURN m[1] || CASE WHEN length(digits) <= 16 THEN rpad(digits, 16, '0') || '.0'
+                            ELSE left(digits, 16) || '.' || substr(digits, 17) END;
+    END IF;
+    IF position('e' IN t) = 0 AND position('.' IN t) = 0 THEN
+        RETURN t || '.0';
+    END IF;
+    RETURN t;
+END
+$fn$;
+
+-- Resolve a truth map like pglogic.operators.resolve_truth (same validation, same messages):
+-- 'clamp', 'affine', 'calibrated' (pglogic._plan looks the parameters up) or
+-- 'sigmoid:TAU:LAMBDA' with both numbers written as pglogic._float_text writes them.
 CREATE OR REPLACE FUNCTION pglogic._resolve_truth(spec jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
+    -- Python's float() syntax (lower case): digits with single underscores between them
+    number constant text := '^[+-]?((([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*|[0-9](_?[0-9])*\.?)'
+        '(e[+-]?[0-9](_?[0-9])*)?|inf|infinity|nan)$';
+    raw text;
     name text;
+    parts text[];
+    num text;
+    v double precision;
+    vals double precision[] := '{}';
+    big boolean;
 BEGIN
     IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
         RETURN 'clamp';
     END IF;
     IF jsonb_typeof(spec) = 'string' THEN
-        name := lower(btrim(spec #>> '{}'));
+        raw := spec #>> '{}';
+        name := lower(btrim(raw));
         IF name = '' THEN
             RETURN 'clamp';
         END IF;
-        IF name IN ('clamp', 'affine') THEN
+        IF name IN ('clamp', 'affine', 'calibrated') THEN
             RETURN name;
         END IF;
+        parts := string_to_array(name, ':');
+        IF cardinality(parts) = 3 AND parts[1] = 'sigmoid' THEN
+            FOREACH num IN ARRAY parts[2:3] LOOP
+                num := regexp_replace(num, '^\s+|\s+$', '', 'g');
+                IF num !~ number THEN
+                    RAISE EXCEPTION
+                        'Invalid truth map %: expected sigmoid:TAU:LAMBDA with two numbers',
+                        quote_literal(raw) USING ERRCODE = '22023';
+                END IF;
+                num := replace(num, '_', '');
+                IF num ~ 'inf|nan' THEN
+                    v := CASE WHEN num ~ 'nan' THEN 'NaN'::double precision
+                              WHEN num ~ '^-' THEN '-Infinity' ELSE 'Infinity' END;
+                ELSE
+                    BEGIN
+                        v := num::double precision;
+                    EXCEPTION WHEN numeric_value_out_of_range THEN
+                        -- Python's float() rounds to an infinity or to zero instead
+                        BEGIN
+                            big := abs(num::numeric) >= 1;
+                        EXCEPTION WHEN numeric_value_out_of_range THEN
+                            big := num !~ 'e-';
+                        END;
+                        v := CASE WHEN big THEN 'Infinity'::double precision ELSE 0 END;
+                        IF num ~ '^-' THEN
+                            v := -v;
+                        END IF;
+                    END;
+                END IF;
+                vals := vals || v;
+            END LOOP;
+            IF vals[1] IN ('Infinity', '-Infinity', 'NaN')
+               OR vals[2] IN ('Infinity', '-Infinity', 'NaN') OR NOT vals[2] > 0 THEN
+                RAISE EXCEPTION 'A sigmoid truth map needs a finite tau and lambda > 0, got %, %',
+                    pglogic._float_text(vals[1]), pglogic._float_text(vals[2])
+                    USING ERRCODE = '22023';
+            END IF;
+            RETURN format('sigmoid:%s:%s', pglogic._float_text(vals[1]),
+                          pglogic._float_text(vals[2]));
+        END IF;
     END IF;
-    RAISE EXCEPTION 'Unknown truth map %: valid names are clamp, affine',
+    RAISE EXCEPTION 'Unknown truth map %: valid names are clamp, affine, or sigmoid:TAU:LAMBDA',
         CASE WHEN jsonb_typeof(spec) = 'string' THEN quote_literal(spec #>> '{}') ELSE spec::text END
         USING ERRCODE = '22023';
 END
@@ -345,6 +456,10 @@ BEGIN
     END IF;
     IF node ? 'term' THEN
         x := format('%I', 's' || (array_position(terms, node ->> 'term') - 1));
+        IF truth LIKE 'sigmoid:%' THEN  -- pglogic.operators.sigmoid_truth, EXP_CAP = 700
+            RETURN format('(1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((%s - %s) * %s))))))',
+                          split_part(truth, ':', 2), x, split_part(truth, ':', 3));
+        END IF;
         RETURN CASE truth
             WHEN 'clamp' THEN format('GREATEST(0.0, LEAST(1.0, %s))', x)
             WHEN 'affine' THEN format('((%s + 1.0) / 2.0)', x)
@@ -404,6 +519,7 @@ DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan'];
     c record;
+    cal record;
     existing text;
     tree jsonb;
     opts jsonb;
@@ -463,6 +579,20 @@ BEGIN
     ops := pglogic._resolve_operators(opts -> 'operators');
     operators := format('and=%s,or=%s,not=%s', ops[1], ops[2], ops[3]);
     truth := pglogic._resolve_truth(opts -> 'truth');
+    IF truth = 'calibrated' THEN
+        -- the corpus's own parameters first, else those of its model (pglogic.calibration_store)
+        SELECT cl.tau, cl.lam INTO cal FROM pglogic.calibration cl
+        WHERE cl.model = c.model AND (cl.corpus_id = c.id OR cl.corpus_id IS NULL)
+        ORDER BY cl.corpus_id NULLS LAST LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'No calibration stored for corpus % (model %): run ''pglogic '
+                'calibrate DATASET --save'' (labelled data) or ''pglogic calibrate --from-corpus '
+                '% --save'' first, or give truth sigmoid:TAU:LAMBDA', quote_literal(corpus),
+                quote_literal(c.model), corpus USING ERRCODE = '42704';
+        END IF;
+        truth := format('sigmoid:%s:%s', pglogic._float_text(cal.tau),
+                        pglogic._float_text(cal.lam));
+    END IF;
     exact := pglogic._bool_option(opts, 'exact', false);
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     depth := pglogic._int_option(opts, 'depth', NULL);

@@ -43,6 +43,7 @@ FUNCTIONS = (
     "pglogic._bool_option(jsonb, text, boolean)",
     "pglogic._int_option(jsonb, text, integer)",
     "pglogic._show(jsonb)",
+    "pglogic._float_text(double precision)",  # search.sql since 0004; created here on a fresh install
     "pglogic.and_product(double precision[])",
     "pglogic.and_sum(double precision[])",
     "pglogic.and_min(double precision[])",
