@@ -18,6 +18,12 @@ terms share one CTE and one vector. A query of two or more terms also scans alon
 vector (:mod:`pglogic.guide`, computed from the term vectors by
 :meth:`CompiledQuery.with_vectors`), which finds the documents that score best on the whole
 formula. Exact mode scores every (filtered) document instead.
+
+Other modes (:data:`MODES`): ``nsfl`` adds the fused texts and the question as scored vectors,
+one more candidate scan along the question, and computes the score in layers of CTEs over
+``sims`` (:mod:`pglogic.nsfl`); ``nsfl-rerank`` has the question's scan only (K rows); ``sqo``
+is one k-NN scan along the SQO vector ``vg`` (:mod:`pglogic.sqo`), ranked by the similarity to
+it, and ``sqo-rerank`` the same scan of K rows ranked by the fuzzy formula.
 Session settings (``hnsw.ef_search``, iterative scans) are returned separately and applied with
 ``SET LOCAL`` in the same transaction (:func:`set_local`).
 
@@ -36,8 +42,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -50,7 +58,7 @@ from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
 from pglogic.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
-from pglogic.query import Node, Term, positive_terms, terms
+from pglogic.query import And, Node, Not, Or, Term, positive_terms, terms, to_string
 from pglogic.sqo import sqo_vector
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -157,7 +165,9 @@ class SearchOptions:
     the fused query texts and ``question`` (the monolithic question; default: the formula as
     text, :func:`pglogic.query.to_text`), :mod:`pglogic.nsfl`; ``sqo`` and ``sqo-rerank`` search
     along the vector of :mod:`pglogic.sqo` (``seed`` makes it deterministic). ``rerank_depth``
-    is K of the reranking modes (default 1000).
+    is K of the reranking modes (default 1000). NSFL scores raw cosine similarities, as the
+    paper does: ``operators`` and ``truth`` then only steer the guide scan; the SQO modes climb
+    (and ``sqo-rerank`` ranks by) the fuzzy formula with ``operators`` and ``truth``.
 
     Example:
         >>> SearchOptions(k=5, operators="godel").k
@@ -207,6 +217,17 @@ class CompiledQuery:
     def guide_param(self) -> str | None:
         """The placeholder of the guide (or SQO) vector ``vg``, or None when there is none."""
         return f"{self.param_prefix}{GUIDE}" if self.vector_kind else None
+
+    @cached_property
+    def text(self) -> str:
+        """The statement rendered once (placeholders stay ``%(name)s``): what
+        :func:`pglogic.search.execute` sends. Cached with the statement per query shape.
+
+        Example:
+            >>> compiled.text.startswith("WITH")  # doctest: +SKIP
+            True
+        """
+        return self.statement.as_string(None)
 
     def as_string(self, context: Any = None) -> str:
         """Render the statement (placeholders stay ``%(name)s``).
@@ -328,6 +349,33 @@ def _final(
     )
 
 
+#: Compiled statements kept per query shape (:func:`compile_query`'s cache).
+SHAPE_CACHE_SIZE = 512
+_SHAPES: OrderedDict[tuple[Any, ...], CompiledQuery] = OrderedDict()
+
+
+def shape_of(tree: Node) -> str:
+    """The query's shape: its canonical text with the distinct terms renamed ``0``, ``1``, ...
+    in :func:`~pglogic.query.terms` order. Two queries of one shape compile to one statement.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> shape_of(parse('"oil" AND NOT "gas" OR "oil"'))
+        '"0" AND NOT "1" OR "0"'
+    """
+    index = {t: i for i, t in enumerate(terms(tree))}
+
+    def rename(node: Node) -> Node:
+        if isinstance(node, Term):
+            return Term(str(index[node.text]))
+        if isinstance(node, Not):
+            return Not(rename(node.child))
+        children = tuple(rename(c) for c in node.children)
+        return And(children) if isinstance(node, And) else Or(children)
+
+    return to_string(rename(tree))
+
+
 def compile_query(
     tree: Node,
     target: Corpus | Source,
@@ -339,6 +387,11 @@ def compile_query(
     filter_selectivity: float | None = None,
 ) -> CompiledQuery:
     """Compile ``tree`` for a corpus (or any :class:`Source`) into one statement.
+
+    Statements are cached per query shape (:func:`shape_of`), corpus and options, so a query
+    of a shape seen before costs no compiling and no rendering (``CompiledQuery.text``); the
+    NSFL modes, whose fused texts depend on the words, and targets other than a corpus are
+    compiled every time.
 
     ``extra_where`` is ANDed into every candidate CTE (and the exact scan) next to the metadata
     filters; ``param_prefix`` prefixes every placeholder name (to embed the statement in another
@@ -355,8 +408,45 @@ def compile_query(
         Traceback (most recent call last):
         pglogic.errors.QueryError: The query has no positive term to find candidates with (every term is negated); rerun with exact=True (--exact) to scan every document
     """
-    src = target if isinstance(target, Source) else Source.for_corpus(target)
     opts = options or SearchOptions()
+    key: tuple[Any, ...] | None = None
+    if isinstance(target, Corpus) and extra_where is None and not opts.mode.startswith("nsfl"):
+        key = (shape_of(tree), target.table_name, target.column, target.dim, opts,
+               server_has_iterative_scan, param_prefix, filter_selectivity)  # fmt: skip
+        try:
+            cached = _SHAPES.get(key)
+        except TypeError:  # unhashable filter values (a Contains filter's dict)
+            key, cached = None, None
+        if key is not None and cached is not None:
+            _SHAPES.move_to_end(key)
+            hit = replace(
+                cached, terms=terms(tree), tree=tree,
+                candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
+            )  # fmt: skip
+            hit.__dict__["text"] = cached.text  # the rendered statement (a cached_property)
+            return hit
+    compiled = _compile(
+        tree, target, opts, server_has_iterative_scan, extra_where, param_prefix,
+        filter_selectivity,
+    )  # fmt: skip
+    if key is not None:
+        _SHAPES[key] = compiled
+        compiled.text  # noqa: B018 -- render once, now
+        if len(_SHAPES) > SHAPE_CACHE_SIZE:
+            _SHAPES.popitem(last=False)
+    return compiled
+
+
+def _compile(
+    tree: Node,
+    target: Corpus | Source,
+    opts: SearchOptions,
+    server_has_iterative_scan: bool,
+    extra_where: sql.Composable | None,
+    param_prefix: str,
+    filter_selectivity: float | None,
+) -> CompiledQuery:
+    src = target if isinstance(target, Source) else Source.for_corpus(target)
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
     if opts.mode not in MODES:

@@ -128,7 +128,7 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
     with conn.pipeline(), conn.transaction():
         for stmt in set_local(compiled.settings):
             conn.execute(stmt)
-        rows = conn.execute(compiled.statement, params).fetchall()
+        rows = conn.execute(compiled.text, params).fetchall()  # rendered once per shape
         if old is not None:
             back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
             for stmt in set_local(back):

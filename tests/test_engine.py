@@ -197,6 +197,36 @@ def test_compiled_shape(case: GoldenCase) -> None:
     assert ("hnsw.ef_search" in compiled.settings) == (not opts.exact)
 
 
+# -- statements cached per query shape ------------------------------------------------------------
+
+
+def test_statements_are_cached_per_shape() -> None:
+    a = compile_query(parse('"oil" AND NOT "gas"'), GOLDEN_CORPUS)
+    b = compile_query(parse('"wheat" AND NOT "corn"'), GOLDEN_CORPUS)
+    assert b.statement is a.statement and b.text == a.text  # compiled and rendered once
+    assert (a.terms, b.terms) == (["oil", "gas"], ["wheat", "corn"])
+    assert b.candidate_terms == ["wheat"] and b.tree == parse('"wheat" AND NOT "corn"')
+    # the shape includes which terms repeat, the options and the corpus
+    same = compile_query(parse('"oil" AND NOT "oil"'), GOLDEN_CORPUS)
+    assert same.statement is not a.statement and same.terms == ["oil"]
+    godel = compile_query(parse('"x" AND NOT "y"'), GOLDEN_CORPUS, SearchOptions(operators="godel"))
+    assert godel.statement is not a.statement and "LEAST" in godel.text
+    other = dataclasses.replace(GOLDEN_CORPUS, table_name="corpus_2")
+    assert '"corpus_2"' in compile_query(parse('"x" AND NOT "y"'), other).text
+    # the text is what the statement renders to, also after a cache hit
+    assert b.text == b.statement.as_string(None)
+    # unhashable filter values and NSFL (fused texts depend on the words): compiled each time
+    contains = SearchOptions(filters=(Contains({"labels": ["grain"]}),))
+    one = compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, contains)
+    assert (
+        compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, contains).statement is not one.statement
+    )
+    nsfl = SearchOptions(mode="nsfl")
+    x = compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, nsfl)
+    y = compile_query(parse('"c" AND "d"'), GOLDEN_CORPUS, nsfl)
+    assert y.terms == ["c", "d", "c and d"] and x.terms == ["a", "b", "a and b"]
+
+
 # -- identical terms share a CTE; the term embedding cache ---------------------------------------
 
 
