@@ -63,7 +63,7 @@ from pglogic.db import Connection, connect
 from pglogic.filters import Comparison, Filter, filters_sql
 from pglogic.guide import guide_vector
 from pglogic.ingest import ingest_records
-from pglogic.operators import evaluate_numpy
+from pglogic.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.query import Node, parse, positive_terms
 from pglogic.readers import Record
 from pglogic.search import estimate_filter, search, server_has_iterative_scan
@@ -194,7 +194,8 @@ def exact_top(
     """Ids (1-based, ingest order) of the exact top k of the formula over the masked rows."""
     names = sorted(vecs)
     sims = data.vectors @ np.stack([vecs[t] for t in names]).T
-    scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, "itlr")
+    # the engine's default family: the one every statement of this benchmark compiles with
+    scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, DEFAULT_FAMILY)
     scores = np.where(mask, scores, -np.inf)
     top = np.argpartition(-scores, k)[:k] if k < len(scores) else np.arange(len(scores))
     top = top[np.lexsort((top, -scores[top]))]
