@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pglogic import corpus as corpora
 from pglogic import migrate
@@ -27,9 +28,11 @@ from pglogic.embed import get_embedder, get_query_embedder
 from pglogic.errors import EmbeddingError, SchemaError
 from pglogic.filters import Filter
 from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
+from pglogic.llm import LLMConfig
 from pglogic.operators import DEFAULT_FAMILY
 from pglogic.query import Node
 from pglogic.readers import FieldMap
+from pglogic.rewrite import AskResult
 from pglogic.search import SearchResult, search, server_has_iterative_scan, to_tree
 
 
@@ -254,6 +257,45 @@ class PgLogic:
             return search(
                 conn, c, query, embedder=lambda: get_query_embedder(c.model), options=opts
             )
+
+    def ask(
+        self,
+        name: str,
+        question: str,
+        *,
+        k: int = 10,
+        llm: LLMConfig | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        cache: bool = True,
+        **options: Any,
+    ) -> AskResult:
+        """Answer a natural-language question: an LLM writes the logical query, then search.
+
+        The endpoint is ``llm``, else ``base_url``/``model``/``timeout`` over the environment
+        (:meth:`pglogic.llm.LLMConfig.resolve`: ``PGLOGIC_LLM_BASE_URL``, ``PGLOGIC_LLM_MODEL``,
+        ...). ``options`` are :meth:`search`'s (``operators``, ``filters``, ``mode``...); the NSFL
+        modes score the question itself as the monolithic query. When the model's answer does not
+        parse, even after one retry, the question is searched densely and ``result.fallback`` is
+        True (``result.rewrite.reason`` says why). Rewrites are cached in process per endpoint,
+        model and question (``cache=False`` asks the model again).
+
+        Example:
+            >>> res = PgLogic().ask("news", "grain news that is not about wheat")  # doctest: +SKIP
+            >>> res.query, res.fallback  # doctest: +SKIP
+            ('"grain" AND NOT "wheat"', False)
+        """
+        from pglogic.llm import get_client
+        from pglogic.rewrite import CACHE, rewrite
+
+        config = llm or LLMConfig.resolve(base_url=base_url, model=model, timeout=timeout)
+        self.corpus(name)  # an unknown corpus fails before the model is asked
+        rewritten = rewrite(question, get_client(config), cache=CACHE if cache else None)
+        options.setdefault("question", rewritten.question)  # NSFL's monolithic question
+        result = self.search(name, rewritten.tree, k=k, **options)
+        result.timings["rewrite"] = rewritten.seconds
+        return AskResult(rewritten, result)
 
     def compile(self, name: str, query: str | Node, options: SearchOptions) -> CompiledQuery:
         """Compile ``query`` for corpus ``name`` without running it.

@@ -740,3 +740,4 @@ def main(argv: list[str] | None = None) -> NoReturn:
 __all__ = ["cli", "default_home", "main"]
 from pglogic import cli_admin as _cli_admin  # noqa: E402,F401
 from pglogic import cli_eval as _cli_eval  # noqa: E402,F401
+from pglogic import cli_llm as _cli_llm  # noqa: E402,F401

@@ -79,3 +79,21 @@ class QuerySyntaxError(PglogicError):
 
 class QueryError(PglogicError):
     """A query that parses but cannot be run as asked (e.g. no positive term without exact=True)."""
+
+
+class LLMError(PglogicError):
+    """The LLM endpoint failed: unreachable, too slow, refused the key, or answered an error.
+
+    ``status`` is the HTTP status when the endpoint answered one; ``attempts`` the requests made.
+
+    Example:
+        >>> LLMError("Cannot reach the LLM endpoint http://127.0.0.1:8080/v1", attempts=3).exit_code
+        3
+    """
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
