@@ -26,9 +26,10 @@ from psycopg import sql
 from pglogic.calibrate import Calibration, fit_corpus
 from pglogic.corpus import Corpus
 from pglogic.db import Connection
-from pglogic.embed import Embedder, get_query_embedder
-from pglogic.errors import EmbeddingError, InvalidInput
+from pglogic.embed import Embedder
+from pglogic.errors import InvalidInput
 from pglogic.evaluate import corpus_embeddings
+from pglogic.term_cache import embed_for_corpus
 
 __all__ = ["MAX_DOCUMENTS", "MIN_TERMS", "CorpusFit", "fit_from_corpus", "read_terms"]
 
@@ -137,13 +138,7 @@ def fit_from_corpus(
                 f"An unsupervised calibration needs at least {MIN_TERMS} distinct terms, "
                 f"got {len(texts)}"
             )
-        emb = embedder if embedder is not None else get_query_embedder(corpus.model)
-        if emb.dim != corpus.dim:
-            raise EmbeddingError(
-                f"Model {emb.name!r} makes {emb.dim}-d vectors; corpus {corpus.name!r} needs "
-                f"{corpus.dim}-d ({corpus.model})"
-            )
-        vectors = np.asarray(emb.embed(texts), dtype=np.float32)
+        vectors = embed_for_corpus(corpus, texts, embedder)
     _ids, matrix = corpus_embeddings(conn, corpus)
     if matrix.shape[0] > max_documents:
         rng = np.random.default_rng(seed)

@@ -442,24 +442,21 @@ def summarise(result: EvalResult) -> None:
     result.summary = {m: aggregate(result.per_query[m]) for m in result.methods}
     subsets = {label: result.subset(keep) for label, keep in SUBSETS.items()}
     subsets = {label: qids for label, qids in subsets.items() if qids}
-    dense = result.per_query.get(DENSE, {})
+
+    def tests(base: str, method: str) -> dict[str, Paired]:
+        a, b = result.per_query[base], result.per_query[method]
+        return {
+            label: paired_test(
+                {q: a[q]["ndcg@10"] for q in qids}, {q: b[q]["ndcg@10"] for q in qids}
+            )
+            for label, qids in subsets.items()
+        }
+
     for m in result.methods:
-        if m == DENSE or not dense:
-            continue
-        result.significance[m] = {}
-        for label, qids in subsets.items():
-            a = {q: dense[q]["ndcg@10"] for q in qids}
-            b = {q: result.per_query[m][q]["ndcg@10"] for q in qids}
-            result.significance[m][label] = paired_test(a, b)
-    head = result.per_query.get(HEADLINE)
-    for m in result.methods:
-        if head is None or not (m.startswith("pglogic-") or "|" in m):
-            continue
-        result.versus_headline[m] = {}
-        for label, qids in subsets.items():
-            a = {q: head[q]["ndcg@10"] for q in qids}
-            b = {q: result.per_query[m][q]["ndcg@10"] for q in qids}
-            result.versus_headline[m][label] = paired_test(a, b)
+        if DENSE in result.per_query and m != DENSE:
+            result.significance[m] = tests(DENSE, m)
+        if HEADLINE in result.per_query and (m.startswith("pglogic-") or "|" in m):
+            result.versus_headline[m] = tests(HEADLINE, m)
 
 
 def corpus_embeddings(conn: Connection, corpus: Corpus) -> tuple[list[str], np.ndarray]:

@@ -45,6 +45,25 @@ def _term_list(terms: str | Node | Iterable[str]) -> list[str]:
     return out
 
 
+def embed_for_corpus(
+    corpus: Corpus, texts: list[str], embedder: Embedder | None = None
+) -> np.ndarray:
+    """Embed ``texts`` with ``embedder`` (default: the corpus's model), float32 rows; an
+    :class:`EmbeddingError` when its dimension is not the corpus's.
+
+    Example:
+        >>> embed_for_corpus(corpus, ["oil prices"]).shape  # doctest: +SKIP
+        (1, 384)
+    """
+    emb = embedder if embedder is not None else get_query_embedder(corpus.model)
+    if emb.dim != corpus.dim:
+        raise EmbeddingError(
+            f"Model {emb.name!r} makes {emb.dim}-d vectors; corpus {corpus.name!r} needs "
+            f"{corpus.dim}-d ({corpus.model})"
+        )
+    return np.asarray(emb.embed(texts), dtype=np.float32)
+
+
 def cache_terms(
     conn: Connection,
     corpus: Corpus,
@@ -66,13 +85,7 @@ def cache_terms(
     texts = _term_list(terms)
     if not texts:
         return []
-    emb = embedder if embedder is not None else get_query_embedder(corpus.model)
-    if emb.dim != corpus.dim:
-        raise EmbeddingError(
-            f"Model {emb.name!r} makes {emb.dim}-d vectors; corpus {corpus.name!r} needs "
-            f"{corpus.dim}-d ({corpus.model})"
-        )
-    vectors = np.asarray(emb.embed(texts), dtype=np.float32)
+    vectors = embed_for_corpus(corpus, texts, embedder)
     require_schema(conn)
     with conn.transaction(), conn.cursor() as cur:
         cur.executemany(

@@ -467,7 +467,7 @@ def test_cli_save_list_delete_from_corpus(
     assert "Use: --truth calibrated" in res.output
 
     # a terms file, embedded with the corpus's model (here the hand-made one), for one corpus
-    monkeypatch.setattr("pglogic.calibrate_corpus.get_query_embedder", lambda _m: HandEmbedder())
+    monkeypatch.setattr("pglogic.term_cache.get_query_embedder", lambda _m: HandEmbedder())
     terms = tmp_path / "terms.txt"
     terms.write_text("\n".join(TERMS[:5]) + "\n")
     res = invoke(dsn, "calibrate", "--from-corpus", "tiny", "--terms", str(terms),
