@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.progress import Progress
@@ -65,6 +66,7 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
         "pglogic eval ../shared/data/reuters21578 --mode nsfl --mode sqo --family product-max",
         "pglogic eval ../shared/data/arxiv_0704 --calibration unsupervised "
         "--calibration sigmoid:0.1857:18.76",
+        "pglogic eval ../shared/data/reuters21578 --nl 20      # needs PGLOGIC_LLM_BASE_URL/MODEL",
     ),
 )
 @click.argument(
@@ -125,6 +127,15 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
     "labels) or 'stored' (the model-wide fit stored with 'pglogic calibrate --save').",
 )
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option(
+    "--nl",
+    "nl",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Instead: ITLR's natural-language protocol on N derived queries with NOT and N without "
+    "(an LLM writes each as a question; dense, BRIGHT-style and pglogic with the LLM's rewrite "
+    "are compared); needs an LLM endpoint ($PGLOGIC_LLM_BASE_URL, $PGLOGIC_LLM_MODEL).",
+)
 @click.pass_context
 def eval_cmd(
     ctx: click.Context,
@@ -141,6 +152,7 @@ def eval_cmd(
     modes: tuple[str, ...],
     calibrations: tuple[str, ...],
     no_plots: bool,
+    nl: int | None,
 ) -> None:
     """Compare pglogic with dense retrieval and the baselines on DATASET's labels.
 
@@ -164,6 +176,9 @@ def eval_cmd(
     if not derived.queries:
         raise click.ClickException(f"No query could be derived from {dataset}")
     api = _api(ctx)
+    if nl is not None:
+        _eval_nl(api, ds, derived.queries, nl, seed, model, corpus_name, out)
+        return
     maps = {spec: spec for spec in calibrations if spec.startswith("sigmoid")}
     if "stored" in calibrations:
         with api.connect() as conn:
@@ -424,3 +439,63 @@ def calibration_delete(ctx: click.Context, model: str, for_corpus: str | None) -
             f"No calibration stored for model {model!r} ({_scope(for_corpus)})"
         )
     _say(f"Deleted the calibration of model {model!r} ({_scope(for_corpus)}).")
+
+
+def _eval_nl(
+    api: Any,
+    ds: Any,
+    queries: Any,
+    n: int,
+    seed: int,
+    model: str,
+    corpus_name: str | None,
+    out: Path | None,
+) -> None:
+    """``pglogic eval DATASET --nl N``: the natural-language protocol (:mod:`pglogic.nl_eval`)."""
+    from pglogic.evaluate import corpus_name_for, prepare_corpus
+    from pglogic.llm import LLMConfig, get_client
+    from pglogic.nl_eval import (
+        NL_METHODS,
+        evaluate_nl,
+        item_json,
+        sample_queries,
+        summarise_items,
+    )
+
+    base = LLMConfig.resolve()
+
+    def client(max_tokens: int) -> Any:
+        return get_client(
+            LLMConfig(base.base_url, base.model, api_key=base.api_key, timeout=base.timeout,
+                      max_tokens=max_tokens)
+        )  # fmt: skip
+
+    chosen = sample_queries(queries, n, n, seed)
+    name = corpus_name or corpus_name_for(ds, model)
+    with progress_bar() as bar:
+        prepare_corpus(api, ds, name, model, on_ingest=_task(bar, f"load {ds.name}"))
+        items, per_query = evaluate_nl(
+            api, ds, chosen, question_client=client(96), rewrite_client=client(256),
+            reasoning_client=client(96), corpus_name=name,
+            on_stage=lambda stage: _task(bar, stage, len(chosen)),
+        )  # fmt: skip
+    summary = summarise_items(items, per_query)
+    out_dir = out or Path(f"eval-{ds.name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "nl-results.json"
+    doc = {"dataset": ds.name, "llm": base.model, "summary": summary,
+           "items": [item_json(i) for i in items]}  # fmt: skip
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    table = Table(title=f"{len(items)} questions on {ds.name} (LLM {base.model})")
+    table.add_column("method")
+    table.add_column("nDCG@10", justify="right")
+    table.add_column("NegRecall@10", justify="right")
+    for m in NL_METHODS:
+        table.add_row(m, f"{summary['ndcg@10'][m]:.3f}", f"{summary['negrecall@10'][m]:.3f}")
+    console.print(table)
+    rw = summary["rewrite"]
+    console.print(
+        f"Rewrite: exact {rw['exact']:.2f}, equivalent {rw['equivalent']:.2f}, fallback "
+        f"{rw['fallback_rate']:.2f}, p50 {rw['latency']['p50_s']:.2f}s"
+    )
+    console.print(f"Wrote {path}")

