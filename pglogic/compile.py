@@ -58,7 +58,7 @@ from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
 from pglogic.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
-from pglogic.query import And, Node, Not, Or, Term, positive_terms, terms, to_string
+from pglogic.query import Node, Term, map_terms, positive_terms, terms, to_string
 from pglogic.sqo import sqo_vector
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -363,17 +363,8 @@ def shape_of(tree: Node) -> str:
         >>> shape_of(parse('"oil" AND NOT "gas" OR "oil"'))
         '"0" AND NOT "1" OR "0"'
     """
-    index = {t: i for i, t in enumerate(terms(tree))}
-
-    def rename(node: Node) -> Node:
-        if isinstance(node, Term):
-            return Term(str(index[node.text]))
-        if isinstance(node, Not):
-            return Not(rename(node.child))
-        children = tuple(rename(c) for c in node.children)
-        return And(children) if isinstance(node, And) else Or(children)
-
-    return to_string(rename(tree))
+    index = {t: str(i) for i, t in enumerate(terms(tree))}
+    return to_string(map_terms(tree, index.__getitem__))
 
 
 def compile_query(

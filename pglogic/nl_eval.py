@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pglogic.query import And, Node, Not, Or, Term, terms, to_string
+from pglogic.query import And, Node, Not, Term, map_terms, terms, to_string
 
 #: More gold terms than this are not compared by truth table (2^n rows).
 MAX_TRUTH_TERMS = 12
@@ -65,12 +65,7 @@ def normalise_tree(tree: Node) -> Node:
         >>> to_string(normalise_tree(parse('"Gold" OR NOT " Silver  Mines"')))
         '"gold" OR NOT "silver mines"'
     """
-    if isinstance(tree, Term):
-        return Term(normalise_term(tree.text))
-    if isinstance(tree, Not):
-        return Not(normalise_tree(tree.child))
-    children = tuple(normalise_tree(c) for c in tree.children)
-    return And(children) if isinstance(tree, And) else Or(children)
+    return map_terms(tree, normalise_term)
 
 
 def exact_match(rewritten: Node, gold: Node) -> bool:

@@ -9,7 +9,17 @@
 """
 
 from pglogic.errors import QuerySyntaxError
-from pglogic.query.ast import And, Node, Not, Or, Term, negated_only_terms, positive_terms, terms
+from pglogic.query.ast import (
+    And,
+    Node,
+    Not,
+    Or,
+    Term,
+    map_terms,
+    negated_only_terms,
+    positive_terms,
+    terms,
+)
 from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse
 from pglogic.query.printer import quote_term, to_string, to_text
 
@@ -22,6 +32,7 @@ __all__ = [
     "Or",
     "QuerySyntaxError",
     "Term",
+    "map_terms",
     "negated_only_terms",
     "parse",
     "positive_terms",

@@ -22,7 +22,7 @@ invariants that the printer relies on to round-trip.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeAlias, cast
 
@@ -32,6 +32,7 @@ __all__ = [
     "Not",
     "Or",
     "Term",
+    "map_terms",
     "negated_only_terms",
     "positive_terms",
     "terms",
@@ -191,3 +192,19 @@ def negated_only_terms(node: Node) -> list[str]:
         ['b']
     """
     return [text for text, positive in _polarities(node).items() if not positive]
+
+
+def map_terms(node: Node, fn: Callable[[str], str]) -> Node:
+    """The same tree with every term's text replaced by ``fn(text)``.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> str(map_terms(parse('"Oil" AND NOT "Gas"'), str.lower))
+        '"oil" AND NOT "gas"'
+    """
+    if isinstance(node, Term):
+        return Term(fn(node.text))
+    if isinstance(node, Not):
+        return Not(map_terms(node.child, fn))
+    children = tuple(map_terms(c, fn) for c in node.children)
+    return And(children) if isinstance(node, And) else Or(children)
