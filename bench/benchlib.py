@@ -112,6 +112,12 @@ def host() -> dict[str, Any]:
     }
 
 
+def machine_line() -> str:
+    """The machine in one phrase for a result file: CPU, cores, memory."""
+    h = host()
+    return f"{h['cpu_model']}, {h['nproc']} cores, {h['mem_total_gib']} GiB RAM"
+
+
 def machine(dsn: str) -> dict[str, Any]:
     """Describe the machine, the Python environment and the server."""
     with psycopg.connect(dsn, autocommit=True) as conn:

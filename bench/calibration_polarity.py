@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, SHARED_DATA, host, server_dsn
+from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, server_dsn
 from quality import DATABASE, FIT_FROM
 
 from pglogic import PgLogic
@@ -81,8 +81,7 @@ def main() -> None:
             rows.append({"dataset": name, "fit": fit, "queries": len(queries), "variant": v,
                          "ndcg@10": agg["ndcg@10"], "negrecall@10": agg["negrecall@10"]})  # fmt: skip
             print(rows[-1], flush=True)
-    h = host()
-    machine = f"{h['cpu_model']}, {h['nproc']} cores, {h['mem_total_gib']} GiB RAM"
+    machine = machine_line()
     (RESULTS_DIR / "calibration_polarity.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# A calibrated truth map on every term vs on negated terms only (NOT queries)",

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, host
+from benchlib import RESULTS_DIR, machine_line
 
 from pglogic import compile as compile_module
 from pglogic.compile import SearchOptions, compile_query
@@ -77,8 +77,7 @@ def main() -> None:
     for name, template in SHAPES.items():
         rows.append(measure(name, template, rng))
         print(rows[-1], flush=True)
-    h = host()
-    machine = f"{h['cpu_model']}, {h['nproc']} cores, {h['mem_total_gib']} GiB RAM"
+    machine = machine_line()
     (RESULTS_DIR / "fixed_cost.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# Per-query Python cost: compile, render, guide (`bench/fixed_cost.py`)",

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SHARED_DATA, host, server_dsn
+from benchlib import SHARED_DATA, machine_line, server_dsn
 
 from pglogic import PgLogic, migrate
 from pglogic.calibration_store import truth_spec
@@ -224,8 +224,7 @@ def main() -> None:
         print((OUT / name / "results.md").read_text().split("## Per template")[0], flush=True)
     if not args.only:
         (OUT / "summary.json").write_text(json.dumps(clean_json(rows), indent=1) + "\n")
-        h = host()
-        machine = f"{h['cpu_model']}, {h['nproc']} cores, {h['mem_total_gib']} GiB RAM"
+        machine = machine_line()
         (OUT / "summary.md").write_text(summary_md(rows, machine) + "\n")
         print((OUT / "summary.md").read_text())
 

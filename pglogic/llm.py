@@ -374,6 +374,25 @@ def get_client(config: LLMConfig) -> ChatClient:
     return ChatClient(config)
 
 
+def few_shot_messages(
+    system: str, examples: Sequence[tuple[str, str]], label: str, final: str
+) -> list[dict[str, str]]:
+    """Chat messages: the instructions, each example as a ``label: input`` / answer pair, then
+    ``label: final``.
+
+    Example:
+        >>> few_shot_messages("Be brief.", [("a", "A")], "Question", "b")[1:]
+        [{'role': 'user', 'content': 'Question: a'}, {'role': 'assistant', 'content': 'A'}, \
+{'role': 'user', 'content': 'Question: b'}]
+    """
+    messages = [{"role": "system", "content": system}]
+    for given, answer in examples:
+        messages.append({"role": "user", "content": f"{label}: {given}"})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": f"{label}: {final}"})
+    return messages
+
+
 __all__ = [
     "ENV_API_KEY",
     "ENV_BASE_URL",
@@ -382,5 +401,6 @@ __all__ = [
     "ChatClient",
     "Completion",
     "LLMConfig",
+    "few_shot_messages",
     "get_client",
 ]

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pglogic.llm import few_shot_messages
 from pglogic.query import And, Node, Not, Term, map_terms, terms, to_string
 
 #: More gold terms than this are not compared by truth table (2^n rows).
@@ -228,12 +229,7 @@ def question_messages(tree: Node) -> list[dict[str, str]]:
         >>> question_messages(parse('"oil" AND NOT "gas"'))[-1]
         {'role': 'user', 'content': 'Query: "oil" AND NOT "gas"'}
     """
-    messages = [{"role": "system", "content": QUESTION_SYSTEM}]
-    for query, question in QUESTION_EXAMPLES:
-        messages.append({"role": "user", "content": f"Query: {query}"})
-        messages.append({"role": "assistant", "content": question})
-    messages.append({"role": "user", "content": f"Query: {to_string(tree)}"})
-    return messages
+    return few_shot_messages(QUESTION_SYSTEM, QUESTION_EXAMPLES, "Query", to_string(tree))
 
 
 def clean_question(answer: str) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pglogic.errors import QueryError, QuerySyntaxError
-from pglogic.llm import Completion, LLMConfig
+from pglogic.llm import Completion, LLMConfig, few_shot_messages
 from pglogic.query import DEFAULT_MAX_TERMS, Node, Term, parse, positive_terms, to_string
 from pglogic.search import Hit, SearchResult
 
@@ -109,12 +109,7 @@ def build_messages(question: str) -> list[dict[str, str]]:
         >>> [m["role"] for m in msgs[:3]], msgs[-1]
         (['system', 'user', 'assistant'], {'role': 'user', 'content': 'Question: gold but not silver'})
     """
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-    for q, formula in EXAMPLES:
-        messages.append({"role": "user", "content": f"Question: {q}"})
-        messages.append({"role": "assistant", "content": formula})
-    messages.append({"role": "user", "content": f"Question: {question}"})
-    return messages
+    return few_shot_messages(SYSTEM_PROMPT, EXAMPLES, "Question", question)
 
 
 def repair_message(error: QuerySyntaxError) -> str:
