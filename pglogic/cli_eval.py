@@ -42,6 +42,7 @@ from pglogic.evaluate import (
     default_families,
     evaluate_dataset,
 )
+from pglogic.llm import LLMConfig
 from pglogic.operators import resolve_family, resolve_truth
 from pglogic.report import targets, write_report
 
@@ -165,6 +166,9 @@ def eval_cmd(
     default engine.
     """
     resolve_truth(truth)  # fail before loading anything
+    llm = None
+    if nl is not None:
+        llm = LLMConfig.resolve()
     for spec in calibrations:
         if spec not in ("unsupervised", "stored"):
             resolve_truth(spec)
@@ -176,8 +180,8 @@ def eval_cmd(
     if not derived.queries:
         raise click.ClickException(f"No query could be derived from {dataset}")
     api = _api(ctx)
-    if nl is not None:
-        _eval_nl(api, ds, derived.queries, nl, seed, model, corpus_name, out)
+    if llm is not None and nl is not None:
+        _eval_nl(api, llm, ds, derived.queries, nl, seed, model, corpus_name, out)
         return
     maps = {spec: spec for spec in calibrations if spec.startswith("sigmoid")}
     if "stored" in calibrations:
@@ -443,6 +447,7 @@ def calibration_delete(ctx: click.Context, model: str, for_corpus: str | None) -
 
 def _eval_nl(
     api: Any,
+    base: LLMConfig,
     ds: Any,
     queries: Any,
     n: int,
@@ -453,7 +458,7 @@ def _eval_nl(
 ) -> None:
     """``pglogic eval DATASET --nl N``: the natural-language protocol (:mod:`pglogic.nl_eval`)."""
     from pglogic.evaluate import corpus_name_for, prepare_corpus
-    from pglogic.llm import LLMConfig, get_client
+    from pglogic.llm import get_client
     from pglogic.nl_eval import (
         NL_METHODS,
         evaluate_nl,
@@ -461,8 +466,6 @@ def _eval_nl(
         sample_queries,
         summarise_items,
     )
-
-    base = LLMConfig.resolve()
 
     def client(max_tokens: int) -> Any:
         return get_client(

@@ -159,7 +159,9 @@ class SearchOptions:
     ``depth`` (per-term candidates) and ``ef_search`` default from k and the number of terms.
     ``guide`` adds one more candidate scan along :func:`pglogic.guide.guide_vector` (queries of
     two or more terms): it finds the documents that score best on the combination, which sit
-    deep in every single term's list.
+    deep in every single term's list. ``term_scans=False`` keeps only the guide's scan (one
+    index scan per query instead of one per positive term plus the guide; the fuzzy mode, two or
+    more terms; ``bench/guide_only.py`` measures what it costs in recall).
 
     ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
     the fused query texts and ``question`` (the monolithic question; default: the formula as
@@ -183,6 +185,7 @@ class SearchOptions:
     filters: Sequence[Filter] = field(default_factory=tuple)
     iterative_scan: bool = True
     guide: bool = True
+    term_scans: bool = True
     mode: str = "fuzzy"
     question: str | None = None
     rerank_depth: int | None = None
@@ -586,6 +589,8 @@ def _compile(
     if mode == "nsfl-rerank":
         params[pre + RERANK_DEPTH] = rdepth
         scans.append(("m", f"v{index_of[monolithic]}", RERANK_DEPTH))
+    elif guided and not opts.term_scans and mode == "fuzzy":
+        cand_terms = []  # the guide's scan alone finds the candidates
     else:
         params[pre + "depth"] = depth
         scans += [(f"c{index_of[t]}", f"v{index_of[t]}", "depth") for t in cand_terms]

@@ -200,6 +200,24 @@ def openai_module() -> Any:
     return openai
 
 
+def backoff_delay(
+    retry: int, backoff: float, max_backoff: float, retry_after: str | None = None
+) -> float:
+    """Seconds to wait before retry number ``retry`` (1-based): ``backoff · 2^(retry−1)``, or the
+    server's ``Retry-After`` seconds when it sent a number; at most ``max_backoff``.
+
+    Example:
+        >>> [backoff_delay(n, 0.5, 8) for n in (1, 2, 3, 6)], backoff_delay(1, 0.5, 8, "3")
+        ([0.5, 1.0, 2.0, 8.0], 3.0)
+    """
+    if retry_after is not None:
+        try:
+            return float(min(max_backoff, max(0.0, float(retry_after))))
+        except ValueError:
+            pass  # an HTTP date: use the exponential schedule
+    return float(min(max_backoff, backoff * 2 ** (retry - 1)))
+
+
 def _retryable(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
@@ -254,13 +272,7 @@ class ChatClient:
             >>> [client.wait(n) for n in (1, 2, 3, 6)], client.wait(1, "3"), client.wait(1, "99")
             ([0.5, 1.0, 2.0, 8.0], 3.0, 8.0)
         """
-        cfg = self.config
-        if retry_after is not None:
-            try:
-                return float(min(cfg.max_backoff, max(0.0, float(retry_after))))
-            except ValueError:
-                pass  # an HTTP date: use the exponential schedule
-        return float(min(cfg.max_backoff, cfg.backoff * 2 ** (retry - 1)))
+        return backoff_delay(retry, self.config.backoff, self.config.max_backoff, retry_after)
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
         """Send ``messages`` (dicts with ``role`` and ``content``) and return the answer.
@@ -401,6 +413,7 @@ __all__ = [
     "ChatClient",
     "Completion",
     "LLMConfig",
+    "backoff_delay",
     "few_shot_messages",
     "get_client",
 ]

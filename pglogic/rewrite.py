@@ -40,12 +40,15 @@ You translate a search question into a logical query for a semantic search engin
 embeds every quoted phrase separately, scores each document against each phrase, and combines \
 the scores with the operators, so:
 
-1. Split the question into short, atomic search phrases, one concept each, using the question's \
-own words. Do not add concepts the question does not ask for. A question about a single concept \
-is a single phrase.
+1. Split the question into short, atomic search phrases, one concept each. Copy each phrase's \
+words from the question as they are written (same word forms, singular or plural); do not add \
+words such as "news", "articles" or "papers", and do not add concepts the question does not ask \
+for. A question about a single concept is a single phrase; two concepts joined by "and" are two \
+phrases.
 2. Put every phrase in double quotes.
 3. Join the phrases with AND (the document must be about both), OR (either one is enough) and \
-NOT (the document must not be about it).
+NOT (the document must not be about it). "Without", "except", "excluding", "other than", "not" \
+and "neither ... nor" all mean NOT.
 4. NOT binds tighter than AND, and AND binds tighter than OR. Whenever a query mixes AND and OR, \
 or a NOT applies to more than one phrase, add parentheses to make the grouping explicit; \
 parentheses may be nested.
@@ -62,23 +65,27 @@ EXAMPLES: tuple[tuple[str, str], ...] = (
     ),
     (
         "What are the health benefits of vitamin D?",
-        '"vitamin D health benefits"',
+        '"health benefits of vitamin D"',
+    ),
+    (
+        "How to make pizza dough without a mixer",
+        '"make pizza dough" AND NOT "mixer"',
     ),
     (
         "Recipes with chicken or tofu that are not spicy",
-        '("chicken recipe" OR "tofu recipe") AND NOT "spicy"',
+        '"recipes" AND ("chicken" OR "tofu") AND NOT "spicy"',
     ),
     (
         "News about oil prices and OPEC, or anything on natural gas supply",
         '("oil prices" AND "OPEC") OR "natural gas supply"',
     ),
     (
-        "Papers on reinforcement learning for robotics or for games, but no surveys",
-        '"reinforcement learning" AND ("robotics" OR "games") AND NOT "survey"',
+        "Studies of solar panels or wind turbines in cold climates, but no cost analyses",
+        '("solar panels" OR "wind turbines") AND "cold climates" AND NOT "cost analyses"',
     ),
     (
         "Films set in space that are neither comedies nor horror films",
-        '"film set in space" AND NOT ("comedy" OR "horror film")',
+        '"films set in space" AND NOT ("comedies" OR "horror films")',
     ),
     (
         "Articles on the health effects of coffee or tea, leaving out caffeine during pregnancy "

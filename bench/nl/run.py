@@ -92,7 +92,7 @@ class DiskCachedChat:
             self.hits += 1
             return Completion(rec["text"], rec["model"], 1, rec["seconds"])
         self.calls += 1
-        c = self.client.complete(messages)
+        c: Completion = self.client.complete(messages)
         rec = {"key": k, "model": c.model, "text": c.text, "seconds": round(c.seconds, 4)}
         self.items[k] = rec
         with self.path.open("a") as fh:
@@ -127,6 +127,11 @@ def progress(label: str) -> Any:
             print(f"  {label}: {done}/{total} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     return report
+
+
+def stage_progress(dataset: str) -> Any:
+    """The ``on_stage`` callback of :func:`evaluate_nl`: a progress line per stage."""
+    return lambda stage: progress(f"{dataset} {stage}")
 
 
 # -- part A -------------------------------------------------------------------------------------
@@ -184,7 +189,7 @@ class _Recorder:
         self.seconds = seconds
 
     def complete(self, messages: list[dict[str, str]]) -> Completion:
-        c = self.client.complete(messages)
+        c: Completion = self.client.complete(messages)
         self.seconds.append(c.seconds)
         return c
 
@@ -209,7 +214,7 @@ def part_real(base: LLMConfig, args: argparse.Namespace) -> dict[str, Any]:
         items, per_query = evaluate_nl(
             api, ds, chosen, question_client=q_client, rewrite_client=rw_client,
             reasoning_client=r_client, corpus_name=f"eval_{name}",
-            on_stage=lambda stage, name=name: progress(f"{name} {stage}"),
+            on_stage=stage_progress(name),
         )  # fmt: skip
         results[name] = summarise_items(items, per_query)
         print(f"{name}: nDCG@10 {json.dumps(results[name]['ndcg@10'])}", flush=True)
@@ -351,11 +356,11 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.render_only:
-        data = json.loads((args.out / "results.json").read_text())
+        saved: dict[str, Any] = json.loads((args.out / "results.json").read_text())
         if args.note:
-            data["note"] = args.note
-            (args.out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
-        (args.out / "results.md").write_text(markdown(data) + "\n")
+            saved["note"] = args.note
+            (args.out / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
+        (args.out / "results.md").write_text(markdown(saved) + "\n")
         print((args.out / "results.md").read_text())
         return
     base = LLMConfig.resolve(timeout=300)
