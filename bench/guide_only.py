@@ -7,13 +7,19 @@ top 10 wherever the term lists and the guide together do. This benchmark checks 
 real HNSW index of the scale corpus (kept by ``bench/scale.py --keep``; built here if missing)
 and measures what it saves. Per (shape, k), on the same queries in rotating order:
 
-* ``terms+guide``: the engine's default plan (one HNSW scan per positive term, plus the guide);
-* ``guide``: ``SearchOptions(term_scans=False)``: the guide's scan alone, default depth;
-* ``guide x2``: the same at twice the depth;
-* ``floor``: one plain HNSW query per positive term (``LIMIT depth``, the default plan's
-  depth and ``ef_search``), summed: the sum ``bench/scale.py`` calls the floor;
+* ``terms+guide``: ``term_scans=True``, the plan before: one HNSW scan per positive term
+  (depth ``default_depth``) plus the guide's (``guide_depth``);
+* ``auto``: the default: the guide's scan alone at twice its depth where
+  :func:`pglogic.compile.guide_suffices` (no positive OR), else ``terms+guide``;
+* ``guide``: ``term_scans=False``: the guide's scan alone for every shape (OR too);
+* ``floor``: one plain HNSW query per positive term at the ``terms+guide`` plan's depth and
+  ``ef_search``, summed: what ``bench/scale.py`` calls the floor;
 
 with p50 / p95 latency (ms) and recall@10 against exact evaluation (NumPy over all vectors).
+
+``--real``: the same plans on the real corpora of ``bench/quality.py`` (database
+``bench_quality``, all-MiniLM-L6-v2, label-derived queries): recall@10 of each plan against
+the engine's exact evaluation (``exact=True``), per query shape class.
 Results: ``bench/results/guide_only.{json,md}``.
 """
 
@@ -54,10 +60,62 @@ from pglogic.query import parse, positive_terms
 from pglogic.search import search
 
 PLANS: dict[str, dict[str, Any]] = {
-    "terms+guide": {},
+    "terms+guide": {"term_scans": True},
+    "auto": {},
     "guide": {"term_scans": False},
-    "guide x2": {"term_scans": False, "x2": True},
 }
+
+REAL_DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
+
+
+def real_part(base: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Recall@10 of each plan against exact evaluation on the quality benchmark's corpora."""
+    from benchlib import SHARED_DATA
+    from psycopg.conninfo import make_conninfo
+
+    from pglogic.compile import guide_suffices
+    from pglogic.derive import derive_queries
+    from pglogic.embed import get_query_embedder
+    from pglogic.evaldata import load_dataset
+
+    rows: list[dict[str, Any]] = []
+    with connect(make_conninfo(base, dbname="bench_quality")) as conn:
+        conn.autocommit = True
+        for name in REAL_DATASETS:
+            corpus = get_corpus(conn, f"eval_{name}")
+            emb = get_query_embedder(corpus.model)
+            queries = [q for q in derive_queries(load_dataset(SHARED_DATA / name)).queries
+                       if q.n_terms > 1 and positive_terms(q.tree)]  # fmt: skip
+            rec: dict[tuple[str, str], list[float]] = {}
+            for q in queries:
+                cls = "AND / NOT" if guide_suffices(q.tree) else "with OR"
+                exact = search(conn, corpus, q.tree, embedder=emb,
+                               options=SearchOptions(k=10, exact=True))  # fmt: skip
+                truth = [h.id for h in exact.hits]
+                for p, kw in PLANS.items():
+                    res = search(conn, corpus, q.tree, embedder=emb,
+                                 options=SearchOptions(k=10, **kw))  # fmt: skip
+                    rec.setdefault((cls, p), []).append(recall([h.id for h in res.hits], truth, 10))
+            for cls in ("AND / NOT", "with OR"):
+                n = len(rec.get((cls, "auto"), []))
+                if n:
+                    row = {"dataset": name, "class": cls, "queries": n}
+                    row |= {p: round(float(np.mean(rec[(cls, p)])), 3) for p in PLANS}
+                    rows.append(row)
+                    print(row, flush=True)
+    md = [
+        "",
+        "## Real corpora: recall@10 against exact evaluation",
+        "",
+        "The `bench/quality.py` corpora (all-MiniLM-L6-v2, HNSW m=16, ef_construction=64), every "
+        "label-derived query of two or more terms, k = 10; `AND / NOT`: queries where the guide "
+        "suffices (`auto` scans the guide alone), `with OR`: the rest (`auto` = `terms+guide`).",
+        "",
+    ]
+    md += md_table(["dataset", "queries", "class", *PLANS],
+                   [[r["dataset"], r["queries"], r["class"], *(r[p] for p in PLANS)]
+                    for r in rows]).splitlines()  # fmt: skip
+    return rows, md
 
 
 def main() -> None:
@@ -69,13 +127,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--data", default="manifold")
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--max-wait", type=float, default=600, help="seconds to wait for an idle CPU")
     ap.add_argument("--out", default="guide_only", help="results name under bench/results/")
+    ap.add_argument("--real", action="store_true", help="also the real corpora of bench/quality")
+    ap.add_argument("--real-only", action="store_true", help="only the real corpora")
     args = ap.parse_args()
     base = server_dsn(DEFAULT_HOME, args.dsn)
+    if args.real_only:
+        real_rows, real_md = real_part(base)
+        write_results(args.out, {"real": real_rows}, "\n".join(real_md))
+        return
     name, dsn = kept_database(base, args.size, args.data, args.seed)
     if dsn is None:
         raise SystemExit(f"No kept corpus {name}: run bench/scale.py --sizes {args.size} --keep")
-    idle = wait_idle(600)
+    idle = wait_idle(args.max_wait)
     print(f"idle wait: {idle}", flush=True)
     data = make_dataset(args.size, args.seed, kind=args.data)
     mask = FILTER_MASK["none"](np.arange(args.size))
@@ -94,15 +159,10 @@ def main() -> None:
             queries = make_queries(data, args.queries, n_terms, args.seed + 100 * si)
             truths = [exact_top(tree, data, v, mask, max(ks)) for v in queries]
             for k in ks:
-                default = SearchOptions(k=k)
-                plan = index_plan(conn, corpus, tree, default)
+                opts = {p: SearchOptions(k=k, **kw) for p, kw in PLANS.items()}
+                plan = index_plan(conn, corpus, tree, opts["terms+guide"])
                 depth = int(plan.params["depth"])
                 gdepth = int(plan.params.get("gdepth", depth))
-                opts = {
-                    "terms+guide": default,
-                    "guide": SearchOptions(k=k, term_scans=False),
-                    "guide x2": SearchOptions(k=k, term_scans=False, depth=2 * gdepth),
-                }
                 floor_stmt = sql.SQL(
                     "SELECT id FROM {t} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
                 ).format(t=corpus.table, dim=sql.Literal(DIM))
@@ -174,6 +234,10 @@ def main() -> None:
         for r in rows
     ]
     md += md_table(headers, table).splitlines()
+    real_rows: list[dict[str, Any]] = []
+    if args.real:
+        real_rows, real_md = real_part(base)
+        md += real_md
     result = {
         "size": args.size,
         "data": args.data,
@@ -182,6 +246,7 @@ def main() -> None:
         "machine": machine(dsn),
         "db": name,
         "rows": rows,
+        "real": real_rows,
     }
     write_results(args.out, result, "\n".join(md))
 

@@ -17,7 +17,9 @@ even number of NOTs) generate candidates: "far from X" cannot be served by an in
 terms share one CTE and one vector. A query of two or more terms also scans along its guide
 vector (:mod:`pglogic.guide`, computed from the term vectors by
 :meth:`CompiledQuery.with_vectors`), which finds the documents that score best on the whole
-formula. Exact mode scores every (filtered) document instead.
+formula. Where that scan alone suffices (:func:`guide_suffices`: no positive OR, e.g.
+``"a" AND NOT "b"``), it is the statement's only index scan, at twice its depth, and the term
+CTEs are left out. Exact mode scores every (filtered) document instead.
 
 Other modes (:data:`MODES`): ``nsfl`` adds the fused texts and the question as scored vectors,
 one more candidate scan along the question, and computes the score in layers of CTEs over
@@ -32,8 +34,10 @@ Example:
     >>> from pglogic.corpus import Corpus
     >>> corpus = Corpus(1, "news", "corpus_1", "m", 3, "cosine", "embedding", None, None)
     >>> q = compile_query(parse('"a" AND NOT "b"'), corpus)
-    >>> q.terms, q.candidate_terms
-    (['a', 'b'], ['a'])
+    >>> q.terms, q.candidate_terms, q.params["gdepth"]  # the guide's scan alone, 400 rows
+    (['a', 'b'], [], 400)
+    >>> compile_query(parse('"a" OR "b"'), corpus).candidate_terms  # a scan per term + guide
+    ['a', 'b']
     >>> "ORDER BY score DESC" in q.as_string()
     True
 """
@@ -58,7 +62,7 @@ from pglogic.filters import Filter, filters_sql
 from pglogic.guide import guide_vector
 from pglogic.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
-from pglogic.query import Node, Term, map_terms, positive_terms, terms, to_string
+from pglogic.query import Node, Not, Or, Term, map_terms, positive_terms, terms, to_string
 from pglogic.sqo import sqo_vector
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -105,6 +109,37 @@ def guide_depth(k: int, depth: int) -> int:
         (200, 283)
     """
     return max(depth, default_depth(k, 4))
+
+
+def guide_suffices(tree: Node) -> bool:
+    """Whether the guide's scan alone finds the formula's best documents (no term scans).
+
+    The guide (:func:`pglogic.guide.guide_vector`) climbs to the one direction where the formula
+    scores best. That direction holds the top documents of a conjunction, with or without NOTs,
+    but not of a disjunction of positive terms: OR (``max``) is best near *each* of its
+    operands, and the guide settles near one. So term scans stay wherever a positive OR (or an
+    AND under an odd number of NOTs, which is one) joins two operands that each hold a positive
+    term. Measured at 1M vectors in ``bench/results/guide_only.md``.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> [guide_suffices(parse(q)) for q in ('"a" AND "b"', '"a" AND NOT ("b" OR "c")',
+        ...                                     '"a" OR "b"', 'NOT (NOT "a" AND NOT "b")')]
+        [True, True, False, False]
+    """
+
+    def walk(node: Node, positive: bool) -> tuple[bool, bool]:
+        """(holds a root-positive term, has a disjunction of two such operands)."""
+        if isinstance(node, Term):
+            return positive, False
+        if isinstance(node, Not):
+            return walk(node.child, not positive)
+        parts = [walk(child, positive) for child in node.children]
+        holds = sum(h for h, _ in parts)
+        disjunctive = isinstance(node, Or) == positive  # OR, or AND under a NOT
+        return holds > 0, any(d for _, d in parts) or (disjunctive and holds >= 2)
+
+    return not walk(tree, True)[1]
 
 
 #: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
@@ -159,9 +194,10 @@ class SearchOptions:
     ``depth`` (per-term candidates) and ``ef_search`` default from k and the number of terms.
     ``guide`` adds one more candidate scan along :func:`pglogic.guide.guide_vector` (queries of
     two or more terms): it finds the documents that score best on the combination, which sit
-    deep in every single term's list. ``term_scans=False`` keeps only the guide's scan (one
-    index scan per query instead of one per positive term plus the guide; the fuzzy mode, two or
-    more terms; ``bench/guide_only.py`` measures what it costs in recall).
+    deep in every single term's list. ``term_scans`` says whether each positive term gets its
+    own scan too: by default (None) only where the guide alone does not suffice
+    (:func:`guide_suffices`: a positive OR); otherwise the guide's scan, at twice its depth, is
+    the only index scan of the statement (fuzzy mode). ``True`` / ``False`` force either plan.
 
     ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
     the fused query texts and ``question`` (the monolithic question; default: the formula as
@@ -185,7 +221,7 @@ class SearchOptions:
     filters: Sequence[Filter] = field(default_factory=tuple)
     iterative_scan: bool = True
     guide: bool = True
-    term_scans: bool = True
+    term_scans: bool | None = None
     mode: str = "fuzzy"
     question: str | None = None
     rerank_depth: int | None = None
@@ -529,7 +565,14 @@ def _compile(
             f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
         )
     guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
+    guide_only = (
+        guided
+        and mode == "fuzzy"
+        and (guide_suffices(tree) if opts.term_scans is None else not opts.term_scans)
+    )
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
+    if guide_only and opts.depth is None:
+        gdepth = min(MAX_EF_SEARCH, 2 * gdepth)
     scan_depth = rdepth if rerank else opts.k if sqo else max(depth, gdepth) if guided else depth
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
@@ -542,7 +585,7 @@ def _compile(
     if filtered and not iterative and opts.ef_search is None:
         # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
         # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
-        rows = scan_depth if rerank or sqo else depth
+        rows = scan_depth if rerank or sqo or guide_only else depth
         want = rows / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
         ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
     settings["hnsw.ef_search"] = str(ef)
@@ -589,7 +632,7 @@ def _compile(
     if mode == "nsfl-rerank":
         params[pre + RERANK_DEPTH] = rdepth
         scans.append(("m", f"v{index_of[monolithic]}", RERANK_DEPTH))
-    elif guided and not opts.term_scans and mode == "fuzzy":
+    elif guide_only:
         cand_terms = []  # the guide's scan alone finds the candidates
     else:
         params[pre + "depth"] = depth

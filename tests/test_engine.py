@@ -29,7 +29,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query, guide_suffices
 from pglogic.corpus import Corpus, build_index, create_corpus
 from pglogic.db import connect
 from pglogic.embed import CachedEmbedder
@@ -180,14 +180,21 @@ FUZZY_CASES = [
 
 @pytest.mark.parametrize("case", FUZZY_CASES, ids=[f"line{c.line}" for c in FUZZY_CASES])
 def test_compiled_shape(case: GoldenCase) -> None:
-    """One MATERIALIZED CTE per distinct positive term; only placeholders carry values (the
-    fuzzy mode; the other modes' shapes are in tests/test_modes.py)."""
+    """One MATERIALIZED CTE per distinct positive term, or the guide's alone where it suffices;
+    only placeholders carry values (the fuzzy mode; the other modes' shapes are in
+    tests/test_modes.py)."""
     opts, _ = golden_options(case.options)
     tree = parse(case.query)
     compiled = compile_query(tree, GOLDEN_CORPUS, opts)
     text = compiled.as_string()
     assert compiled.terms == terms(tree)
-    expected_ctes = [] if opts.exact else positive_terms(tree)
+    guide_only = (
+        not opts.exact and opts.guide and len(terms(tree)) > 1
+        and (guide_suffices(tree) if opts.term_scans is None else not opts.term_scans)
+    )  # fmt: skip
+    expected_ctes = [] if opts.exact or guide_only else positive_terms(tree)
+    if guide_only:  # the guide's scan is the only index scan
+        assert compiled.guide_param is not None and '"g" AS MATERIALIZED' in text
     assert compiled.candidate_terms == expected_ctes
     single = isinstance(tree, Term) and not opts.exact  # plain k-NN in the sims CTE
     assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == (0 if single else len(expected_ctes))
@@ -205,7 +212,10 @@ def test_statements_are_cached_per_shape() -> None:
     b = compile_query(parse('"wheat" AND NOT "corn"'), GOLDEN_CORPUS)
     assert b.statement is a.statement and b.text == a.text  # compiled and rendered once
     assert (a.terms, b.terms) == (["oil", "gas"], ["wheat", "corn"])
-    assert b.candidate_terms == ["wheat"] and b.tree == parse('"wheat" AND NOT "corn"')
+    assert b.candidate_terms == [] and b.tree == parse('"wheat" AND NOT "corn"')  # guide only
+    c = compile_query(parse('"oil" OR "gas"'), GOLDEN_CORPUS)
+    d = compile_query(parse('"wheat" OR "corn"'), GOLDEN_CORPUS)
+    assert d.statement is c.statement and d.candidate_terms == ["wheat", "corn"]  # re-bound
     # the shape includes which terms repeat, the options and the corpus
     same = compile_query(parse('"oil" AND NOT "oil"'), GOLDEN_CORPUS)
     assert same.statement is not a.statement and same.terms == ["oil"]
@@ -903,14 +913,19 @@ def test_filtered_query_returns_k_matching_rows(
 def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     half = SearchOptions(k=10, filters=(parse_filter("site=cooking"),))
     corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
-    new = compile_query(parse('"A" AND "B"'), corpus, half)
+    new = compile_query(parse('"A" OR "B"'), corpus, half)
     # ef_search covers the guide's scan (200 rows); each term's scan takes depth = 142
     assert new.settings == {"hnsw.ef_search": "200", "hnsw.iterative_scan": "relaxed_order"}
     assert new.params["depth"] == 142 and new.params["gdepth"] == 200
     old = compile_query(
-        parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+        parse('"A" OR "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
     )
     assert old.settings == {"hnsw.ef_search": "284"}  # depth 142 / 0.5
+    # AND: the guide's scan alone, 400 rows, so 800 tuples at selectivity 0.5
+    both = compile_query(
+        parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+    )
+    assert both.settings == {"hnsw.ef_search": "800"} and both.params["gdepth"] == 400
     rare = compile_query(parse('"A"'), corpus, half, server_has_iterative_scan=False)
     assert rare.settings == {"hnsw.ef_search": "1000"}  # selectivity unknown: the maximum
     given = dataclasses.replace(half, ef_search=64)  # an explicit ef_search is kept
@@ -973,7 +988,7 @@ def test_selective_filters_score_the_matching_rows(
     # an explicit depth keeps the index path
     res = search(index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
                  options=SearchOptions(k=10, filters=rare, depth=100))  # fmt: skip
-    assert res.compiled.candidate_terms == ["A"]
+    assert res.compiled.guide_param is not None and "hnsw.ef_search" in res.compiled.settings
     assert [h.id for h in res.hits] == [h.id for h in exact]
 
 
@@ -1307,17 +1322,16 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     proc = run_cli("compile", '"a" AND NOT "b"', env=CLI_ENV)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "SET LOCAL hnsw.ef_search = 200;"  # the guide's scan takes 200 rows
-    assert lines[1].startswith('WITH "c0" AS MATERIALIZED (SELECT ')
+    assert lines[0] == "SET LOCAL hnsw.ef_search = 400;"  # the guide's scan takes 400 rows
+    assert lines[1].startswith('WITH "g" AS MATERIALIZED (SELECT ')
     assert '"pglogic"."corpus_0"' in lines[1]
-    assert proc.stdout.count("MATERIALIZED") == 2  # the term's HNSW CTE and the guide's
+    assert proc.stdout.count("MATERIALIZED") == 1  # the guide's scan alone suffices for AND NOT
     assert 'ORDER BY score DESC, "id" LIMIT %(k)s) top' in proc.stdout  # top k, then columns
     assert lines[-2] == 'ORDER BY top.score DESC, top."id";'
     params = json.loads(lines[-1].removeprefix("-- parameters: "))
     assert params == {
         "k": 10,
-        "depth": 100,
-        "gdepth": 200,
+        "gdepth": 400,
         "v0": "<embedding of 'a'>",
         "v1": "<embedding of 'b'>",
         "vg": "<guide vector: pglogic.guide.guide_vector of the term embeddings>",
