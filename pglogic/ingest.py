@@ -114,17 +114,28 @@ def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
         yield list(batch.values())
 
 
-def _check_embedder(corpus: Corpus, embedder: Embedder | None) -> None:
+def check_embedder(corpus: Corpus, embedder: Embedder | None) -> None:
+    """Refuse to embed documents of ``corpus`` with a model other than its stored one.
+
+    Example:
+        >>> c = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
+        >>> class E5:
+        ...     name, dim = "multilingual-e5-small", 384
+        >>> check_embedder(c, E5())
+        Traceback (most recent call last):
+        pglogic.errors.EmbeddingError: Corpus 'news' is embedded with 'all-MiniLM-L6-v2' (384-d), not 'multilingual-e5-small' (384-d): ingest with its own model
+    """
     if embedder is None:
         return
     if embedder.dim != corpus.dim:
         raise EmbeddingError(
             f"Model {embedder.name!r} makes {embedder.dim}-d vectors but corpus "
-            f"{corpus.name!r} stores {corpus.dim}-d vectors"
+            f"{corpus.name!r} stores {corpus.dim}-d vectors of {corpus.model!r}"
         )
     if embedder.name != corpus.model:
         raise EmbeddingError(
-            f"Corpus {corpus.name!r} is embedded with {corpus.model!r}, not {embedder.name!r}"
+            f"Corpus {corpus.name!r} is embedded with {corpus.model!r} ({corpus.dim}-d), not "
+            f"{embedder.name!r} ({embedder.dim}-d): ingest with its own model"
         )
 
 
@@ -240,7 +251,7 @@ def ingest_records(
         >>> ingest_records(conn, corpus, [Record("d1", "hello", None)], embedder=emb).inserted  # doctest: +SKIP
         1
     """
-    _check_embedder(corpus, embedder)
+    check_embedder(corpus, embedder)
     stats = IngestStats()
     other_embedders: dict[str, Embedder | None] = {}
     conn.execute(

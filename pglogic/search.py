@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from psycopg import sql
 from psycopg.pq import TransactionStatus
@@ -31,7 +31,7 @@ from pglogic.compile import (
 from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
 from pglogic.embed import Embedder
-from pglogic.errors import QueryError
+from pglogic.errors import EmbeddingError, QueryError
 from pglogic.filters import Filter, filters_sql
 from pglogic.query import Node, Term, parse, positive_terms
 
@@ -182,7 +182,13 @@ def search(
     t1 = time.perf_counter()
     if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
         embedder = embedder()
-    matrix = embedder.embed(compiled.terms)
+    emb = cast(Embedder, embedder)
+    if emb.dim != corpus.dim:
+        raise EmbeddingError(
+            f"Model {emb.name!r} makes {emb.dim}-d vectors but corpus "
+            f"{corpus.name!r} stores {corpus.dim}-d vectors of {corpus.model!r}"
+        )
+    matrix = emb.embed(compiled.terms)
     vectors: dict[str, object] = dict(zip(compiled.terms, matrix, strict=True))
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)

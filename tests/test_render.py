@@ -73,7 +73,7 @@ def test_psycopg_style_is_the_compiled_text() -> None:
 
 
 def test_values_in_order_and_missing_vector() -> None:
-    compiled = compiled_for('"a" AND NOT "b"', k=7)
+    compiled = compiled_for('"a" AND NOT "b"', k=7, term_scans=True)  # term CTE and guide
     r = render(compiled, "numbered")
     vectors = {"a": np.full(384, 0.5), "b": np.zeros(384)}
     values = r.values(vectors)
@@ -91,7 +91,9 @@ def test_values_in_order_and_missing_vector() -> None:
 
 
 def test_inline_writes_every_value() -> None:
-    compiled = compiled_for('"a" AND NOT "b"', k=7, filters=(parse_filter('{"x": "50%"}'),))
+    compiled = compiled_for(
+        '"a" AND NOT "b"', k=7, filters=(parse_filter('{"x": "50%"}'),), term_scans=True
+    )
     vectors = {"a": np.full(384, 0.25), "b": np.full(384, -1.5)}
     r = render(compiled, "numbered", vectors)
     assert r.names == () and r.params == {} and r.vector_terms == {}
@@ -275,7 +277,7 @@ def test_cli_inline_statement_runs_as_printed(news_dsn: str, minilm: Any) -> Non
 @pytest.mark.db
 @pytest.mark.model
 def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> None:
-    query = '"oil prices" AND NOT "natural gas"'
+    query = '"oil prices" OR "natural gas"'  # a term scan each, and the guide's
     out = run_cli(
         "--dsn", news_dsn, "compile", query, "--corpus", "news", "--style", "numbered", "-k", "5"
     )
