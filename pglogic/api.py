@@ -241,6 +241,7 @@ class PgLogic:
         ef_search: int | None = None,
         filters: Sequence[Filter] = (),
         guide: bool = True,
+        term_scans: bool | None = None,
         mode: str = "fuzzy",
         question: str | None = None,
         rerank_depth: int | None = None,
@@ -248,7 +249,8 @@ class PgLogic:
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
-        ``mode`` and the options after it are those of :class:`SearchOptions` (NSFL and SQO).
+        ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
+        those of :class:`SearchOptions`.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -263,6 +265,7 @@ class PgLogic:
             ef_search=ef_search,
             filters=tuple(filters),
             guide=guide,
+            term_scans=term_scans,
             mode=mode,
             question=question,
             rerank_depth=rerank_depth,

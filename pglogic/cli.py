@@ -444,6 +444,7 @@ def _search_options(
     question: str | None = None,
     rerank_depth: int | None = None,
     seed: int = 0,
+    term_scans: bool | None = None,
 ) -> SearchOptions:
     return SearchOptions(
         k=k,
@@ -458,6 +459,7 @@ def _search_options(
         question=question,
         rerank_depth=rerank_depth,
         seed=seed,
+        term_scans=term_scans,
     )
 
 
@@ -486,6 +488,12 @@ def search_options(f: Any) -> Any:
             default=True,
             show_default=True,
             help="One more candidate scan along a direction optimised for the whole formula.",
+        ),
+        click.option(
+            "--term-scans/--no-term-scans",
+            default=None,
+            help="Force (or drop) the HNSW scan per positive term. Default: only for a query "
+            "with a positive OR; otherwise the guide's scan alone finds the candidates.",
         ),
         click.option(
             "--where",
@@ -525,6 +533,7 @@ def search_options(f: Any) -> Any:
         'pglogic search news \'("gold" OR "silver") AND NOT "mining"\' --operators godel --json',
         'pglogic search news \'"grain" AND NOT "wheat"\' --mode nsfl-rerank --rerank-depth 500',
         'pglogic search news \'"oil" AND "opec"\' --mode sqo',
+        'pglogic search news \'"oil" AND "opec"\' --term-scans   # a scan per term + the guide',
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -544,6 +553,7 @@ def search(
     depth: int | None,
     ef_search: int | None,
     guide: bool,
+    term_scans: bool | None,
     where: tuple[str, ...],
     mode: str,
     question: str | None,
@@ -571,6 +581,7 @@ def search(
         ef_search=ef_search,
         filters=opts.filters,
         guide=guide,
+        term_scans=term_scans,
         mode=mode,
         question=question,
         rerank_depth=rerank_depth,
@@ -654,6 +665,7 @@ def compile_cmd(
     depth: int | None,
     ef_search: int | None,
     guide: bool,
+    term_scans: bool | None,
     where: tuple[str, ...],
     mode: str,
     question: str | None,
@@ -683,6 +695,7 @@ def compile_cmd(
         question,
         rerank_depth,
         seed,
+        term_scans,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:

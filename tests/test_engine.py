@@ -1340,6 +1340,12 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert unguided.returncode == 0, unguided.stderr
     assert unguided.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 100;"
     assert unguided.stdout.count("MATERIALIZED") == 1 and "vg" not in unguided.stdout
+    both = run_cli("compile", '"a" AND NOT "b"', "--term-scans", env=CLI_ENV)
+    assert both.returncode == 0, both.stderr
+    assert both.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 200;"
+    assert both.stdout.count("MATERIALIZED") == 2  # the term's scan and the guide's
+    terms_only = run_cli("compile", '"a" OR "b"', "--no-term-scans", env=CLI_ENV)
+    assert terms_only.returncode == 0 and terms_only.stdout.count("MATERIALIZED") == 1
     exact = run_cli("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
     assert exact.returncode == 0, exact.stderr
     assert "SET LOCAL" not in exact.stdout and "MATERIALIZED" not in exact.stdout
