@@ -36,6 +36,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -225,27 +226,30 @@ def floor_run(
     """(a): one plain HNSW query per candidate term at the library's depth and settings.
 
     Returns the time of the term queries and, separately, of the same query along the guide
-    vector (the extra scan pglogic makes; 0 when the query has none).
+    vector (the extra scan pglogic makes; 0 when the query has none). The term queries take the
+    depth and settings of the plan with a scan per term (``term_scans=True``) even when the
+    default plan scans the guide alone: the floor is what n single-term queries cost.
     """
     compiled = index_plan(conn, corpus, tree, opts)
-    depth = compiled.params.get("depth", opts.k)
+    per_term = index_plan(conn, corpus, tree, replace(opts, term_scans=True))
+    depth = per_term.params.get("depth", opts.k)
     where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
         "SELECT id FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
     ).format(t=corpus.table, w=where, dim=sql.Literal(DIM))
-    scans = [(vecs[t], depth) for t in compiled.candidate_terms]
+    scans = [(vecs[t], depth, per_term.settings) for t in per_term.candidate_terms]
     if compiled.guide_param:
-        scans.append((compiled.guide_vector(vecs), compiled.params[GUIDE_DEPTH]))
+        scans.append((compiled.guide_vector(vecs), compiled.params[GUIDE_DEPTH], compiled.settings))
 
     def run() -> tuple[float, float]:
         times = []
-        for vec, n in scans:  # as tight as search.execute: one round trip each
+        for vec, n, settings in scans:  # as tight as search.execute: one round trip each
             t0 = time.perf_counter()
             with conn.pipeline(), conn.transaction():
-                set_local(conn, compiled.settings)
+                set_local(conn, settings)
                 conn.execute(stmt, {**fparams, "v": vec, "n": n}).fetchall()
             times.append(time.perf_counter() - t0)
-        n_terms = len(compiled.candidate_terms)
+        n_terms = len(per_term.candidate_terms)
         return sum(times[:n_terms]), sum(times[n_terms:])
 
     return run
@@ -627,8 +631,9 @@ def markdown(results: dict[str, Any]) -> str:
         parts += [
             "",
             "Latency p50 / p95 / p99 in ms. floor = the sum of one plain HNSW query per "
-            "candidate (positive) term at the same depth; guide = the same query along the "
-            "guide vector (the one extra scan pglogic makes for 2+ terms); ratio = pglogic / "
+            "candidate (positive) term at the depth a scan per term takes; guide = the same "
+            "query along the guide vector (pglogic's one extra scan for 2+ terms, or its only "
+            "scan for a query without a positive OR); ratio = pglogic / "
             "floor; ratio n = pglogic / the sum of n single-term queries (n = all terms, the "
             "goal's definition); ratio +g = pglogic / (floor + guide), i.e. per index scan "
             "made; client = the same candidate scans (terms + guide) done client-side; "
