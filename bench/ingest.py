@@ -17,6 +17,11 @@ Sections (each measured on its own):
 - **hnsw**: ``pglogic.corpus.build_index`` (m=16, ef_construction=64) on the loaded corpus.
 
 Results: ``bench/results/ingest.json`` and ``bench/results/ingest.md``.
+
+``--providers`` runs only the embedding throughput of every local model
+(``pglogic.embed.MODELS``: the passage side ingest uses, prefixes included) on the same Reuters
+documents and sentences at batch sizes 8/32/64/128, one ``embed()`` call per batch:
+``bench/results/embed_providers.{json,md}``.
 """
 
 from __future__ import annotations
@@ -212,6 +217,60 @@ def bench_embed(
     return result
 
 
+PROVIDER_BATCHES = (8, 32, 64, 128)
+
+
+def bench_providers(
+    docs: list[dict[str, Any]], n_docs: int, n_sentences: int, specs: list[str]
+) -> list[dict[str, Any]]:
+    """Documents/s and sentences/s of each model's passage side, one ``embed()`` per batch."""
+    from pglogic.embed import get_embedder
+
+    texts = [Record(d["id"], d["text"], d.get("title") or None).embed_text for d in docs[:n_docs]]
+    sentences = [s for t in texts for s in split_sentences(t)][:n_sentences]
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        with timer() as t_load:
+            emb = get_embedder(spec)
+            emb.embed(texts[:8])  # load and warm up
+        for bs in PROVIDER_BATCHES:
+            timings = []
+            for items in (texts, sentences):
+                with timer() as t:
+                    for i in range(0, len(items), bs):
+                        out = emb.embed(items[i : i + bs])
+                        assert out.shape[1] == emb.dim
+                timings.append(t[0])
+            row = {
+                "model": spec, "dim": emb.dim, "load_s": round(t_load[0], 2),
+                "batch_size": bs, "docs": len(texts), "sentences": len(sentences),
+                "docs_per_s": round(len(texts) / timings[0], 1),
+                "sentences_per_s": round(len(sentences) / timings[1], 1),
+            }  # fmt: skip
+            print(f"  {row}", flush=True)
+            rows.append(row)
+    return rows
+
+
+def providers_markdown(rows: list[dict[str, Any]], machine_info: dict[str, Any]) -> str:
+    out = [
+        "# Embedding throughput per model (`bench/ingest.py --providers`)",
+        "",
+        machine_md(machine_info),
+        "",
+        f"Reuters-21578 documents (title + text, as ingest embeds them; {rows[0]['docs']}) and "
+        f"sentences split from them ({rows[0]['sentences']}); the passage side of each model "
+        "(e5: `passage: ` prefix), one `embed()` call per batch, CPU only.",
+        "",
+    ]
+    out += md_table(
+        ["model", "dim", "load s", "batch", "docs/s", "sentences/s"],
+        [[r["model"], r["dim"], r["load_s"], r["batch_size"], r["docs_per_s"],
+          r["sentences_per_s"]] for r in rows],
+    ).splitlines()  # fmt: skip
+    return "\n".join(out)
+
+
 def bench_end_to_end(db_dsn: str, n_docs: int) -> dict[str, Any]:
     """``ingest_path`` of the Reuters file with the real model (default batch size)."""
     from pglogic.embed import get_embedder
@@ -389,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", default=None, help="an existing server instead of the embedded one")
     ap.add_argument("--idle-wait", type=float, default=300, help="max seconds to wait for idle CPU")
     ap.add_argument("--keep", action="store_true", help=f"keep the database {DB_NAME}")
+    ap.add_argument(
+        "--providers", action="store_true", help="only the throughput of every local model"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.rows = min(args.rows, 5000)
@@ -399,6 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     main_bs = 1000 if 1000 in batch_sizes else batch_sizes[0]
 
     dsn = server_dsn(args.home, args.dsn)
+    if args.providers:
+        from pglogic.embed import MODELS
+
+        info = machine(dsn)
+        idle_p = wait_idle(args.idle_wait)
+        rows = bench_providers(load_docs(), args.embed_docs, args.embed_sentences, list(MODELS))
+        data = {"machine": info, "idle": idle_p, "rows": rows}
+        write_results("embed_providers", data, providers_markdown(rows, info))
+        return 0
     db_dsn = fresh_database(dsn, DB_NAME)
     results: dict[str, Any] = {
         "benchmark": "ingest",

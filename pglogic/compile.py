@@ -142,23 +142,49 @@ def guide_suffices(tree: Node) -> bool:
     return not walk(tree, True)[1]
 
 
+def guide_only_plan(tree: Node, opts: SearchOptions) -> bool:
+    """Whether ``opts`` compiles ``tree`` to the guide's scan alone (no scan per term).
+
+    The fuzzy mode's approximate plan for two or more terms where :func:`guide_suffices`, unless
+    ``opts.term_scans`` says otherwise (or ``opts.guide`` is off).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> guide_only_plan(parse('"a" AND NOT "b"'), SearchOptions())
+        True
+        >>> guide_only_plan(parse('"a" AND NOT "b"'), SearchOptions(term_scans=True))
+        False
+    """
+    if opts.exact or not opts.guide or opts.mode != "fuzzy" or len(terms(tree)) < 2:
+        return False
+    return guide_suffices(tree) if opts.term_scans is None else not opts.term_scans
+
+
 #: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
 #: on 100k vectors in bench/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact; 1%
 #: filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
 EXACT_SWITCH = 17
 
 
-def prefer_exact(matching_rows: float, k: int, candidate_terms: int) -> bool:
+def prefer_exact(
+    matching_rows: float, k: int, candidate_terms: int, *, guide_only: bool = False
+) -> bool:
     """Whether scoring every row that passes a filter beats filtered HNSW scans.
 
     The T index scans visit about T * depth / selectivity tuples; the exact plan scans every
-    row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth.
+    row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. When the
+    guide's scan alone finds the candidates (``guide_only``, :func:`guide_suffices`) there is
+    one scan, of the guide's doubled depth.
 
     Example:
         >>> prefer_exact(1_000, 10, 3), prefer_exact(10_000, 10, 3)
         (True, False)
+        >>> prefer_exact(10_000, 10, 5), prefer_exact(10_000, 10, 5, guide_only=True)
+        (True, False)
     """
     depth = default_depth(k, candidate_terms)
+    if guide_only:
+        return matching_rows <= EXACT_SWITCH * min(MAX_EF_SEARCH, 2 * guide_depth(k, depth))
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
 
 
@@ -565,11 +591,7 @@ def _compile(
             f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
         )
     guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
-    guide_only = (
-        guided
-        and mode == "fuzzy"
-        and (guide_suffices(tree) if opts.term_scans is None else not opts.term_scans)
-    )
+    guide_only = guided and guide_only_plan(tree, opts)
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     if guide_only and opts.depth is None:
         gdepth = min(MAX_EF_SEARCH, 2 * gdepth)

@@ -25,6 +25,7 @@ from pglogic.compile import (
     SearchOptions,
     Source,
     compile_query,
+    guide_only_plan,
     prefer_exact,
     set_local,
 )
@@ -173,7 +174,12 @@ def search(
     if opts.filters and not opts.exact:
         selectivity, matches = estimate_filter(conn, corpus, opts.filters)
         n_cand = len(positive_terms(tree))
-        if n_cand and opts.depth is None and prefer_exact(matches, opts.k, n_cand):
+        guide_only = guide_only_plan(tree, opts)
+        if (
+            n_cand
+            and opts.depth is None
+            and prefer_exact(matches, opts.k, n_cand, guide_only=guide_only)
+        ):
             opts = replace(opts, exact=True)  # so few rows pass: scoring them all is cheaper
     overfetch = bool(opts.filters) and not iterative and not opts.exact
     compiled = compile_query(

@@ -29,7 +29,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query, guide_suffices
+from pglogic.compile import CompiledQuery, SearchOptions, compile_query, guide_only_plan
 from pglogic.corpus import Corpus, build_index, create_corpus
 from pglogic.db import connect
 from pglogic.embed import CachedEmbedder
@@ -188,10 +188,7 @@ def test_compiled_shape(case: GoldenCase) -> None:
     compiled = compile_query(tree, GOLDEN_CORPUS, opts)
     text = compiled.as_string()
     assert compiled.terms == terms(tree)
-    guide_only = (
-        not opts.exact and opts.guide and len(terms(tree)) > 1
-        and (guide_suffices(tree) if opts.term_scans is None else not opts.term_scans)
-    )  # fmt: skip
+    guide_only = guide_only_plan(tree, opts)
     expected_ctes = [] if opts.exact or guide_only else positive_terms(tree)
     if guide_only:  # the guide's scan is the only index scan
         assert compiled.guide_param is not None and '"g" AS MATERIALIZED' in text
