@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
@@ -26,6 +27,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -57,6 +59,19 @@ class RateColumn(ProgressColumn):
 #: How `pglogic compile` describes the guide vector parameter.
 GUIDE_NOTE = "<guide vector: pglogic.guide.guide_vector of the term embeddings>"
 SQO_NOTE = "<SQO vector: pglogic.sqo.sqo_vector of the term embeddings>"
+
+
+def download_progress() -> Progress:
+    """A progress bar in bytes (size, speed, ETA) for the fetch commands (quiet off a terminal)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not err_console.is_terminal,
+    )
 
 
 def progress_bar() -> Progress:

