@@ -17,12 +17,19 @@ ef_construction=HNSW_EF_CONSTRUCTION)``:
   (a) ``floor``: one plain HNSW query per candidate term at the same depth / ef_search
   (``SELECT id ... ORDER BY embedding <=> v LIMIT depth``, its ``SET LOCAL``s pipelined in
   the same round trip, as ``search.execute`` does), summed;
-  (b) ``client``: the same logical query written client-side: one HNSW query per candidate
-  term fetching ids and vectors (binary), NumPy scoring, then the columns of the top k;
+  (b) ``client``: the same logical query written client-side with pglogic's candidate plan:
+  one HNSW query per scan of the statement (terms and/or the guide vector) fetching ids and
+  vectors (binary), NumPy scoring, then the columns of the top k;
+  (b') ``naive client`` (unfiltered rows, pgvector >= 0.8): the same without pglogic's plan (no
+  guide vector: one HNSW query per positive term), deepened until its recall@10 equals
+  pglogic's, timed at that depth (``--no-naive`` skips it);
   (c) ``exact``: ``SearchOptions(exact=True)`` (sequential scan), on the first
   ``--exact-queries`` queries of each shape (k = 10);
 * throughput with 1, 2, 4, 8 concurrent clients (threads, one connection each) running a
   mix of 3-term AND / OR / NOT queries for ``--seconds`` each: queries/s, p95, errors.
+
+``--kinds`` / ``--filters`` pick rows; ``--rows-only NOTE`` (with ``--reuse --merge --keep``)
+re-runs only those rows and replaces them in the results file.
 
 Results are written after every size to ``bench/results/scale.{json,md}`` and plots
 ``bench/results/scale_*.png``.
@@ -227,11 +234,17 @@ def floor_run(
 
     Returns the time of the term queries and, separately, of the same query along the guide
     vector (the extra scan pglogic makes; 0 when the query has none). The term queries take the
-    depth and settings of the plan with a scan per term (``term_scans=True``) even when the
-    default plan scans the guide alone: the floor is what n single-term queries cost.
+    depth and settings of the plan's own term scans (for an OR of terms under max: k rows at a
+    single-term query's ef_search, i.e. n single-term queries), or of the plan with a scan per
+    term (``term_scans=True``) when the default plan scans the guide alone: the floor is what n
+    single-term queries cost.
     """
     compiled = index_plan(conn, corpus, tree, opts)
-    per_term = index_plan(conn, corpus, tree, replace(opts, term_scans=True))
+    per_term = (
+        compiled
+        if compiled.candidate_terms
+        else index_plan(conn, corpus, tree, replace(opts, term_scans=True))
+    )
     depth = per_term.params.get("depth", opts.k)
     where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
@@ -261,13 +274,44 @@ def set_local(conn: Connection, settings: dict[str, str]) -> None:
         conn.execute(stmt)
 
 
+#: (b') the client without the guide: depths tried per term, as multiples of the per-term
+#: plan's depth (and k itself), until its recall@10 is pglogic's (within NAIVE_TOLERANCE).
+NAIVE_STEPS = (1, 2, 4, 8, 16)
+NAIVE_MAX_DEPTH = 8000
+NAIVE_TOLERANCE = 0.01
+
+
+def naive_settings(opts: SearchOptions, depth: int) -> dict[str, str]:
+    """Session settings a user would need for ``depth`` rows per HNSW query: ef_search up to
+    its maximum, iterative scans beyond it or under a filter, with room to scan for them."""
+    out = {"hnsw.ef_search": str(min(1000, max(40, depth)))}
+    if opts.filters or depth > 1000:
+        out["hnsw.iterative_scan"] = "relaxed_order"
+        out["hnsw.max_scan_tuples"] = str(max(20000, 200 * depth))
+    return out
+
+
 def client_run(
-    conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions, vecs: dict[str, np.ndarray]
+    conn: Connection,
+    corpus: Corpus,
+    tree: Node,
+    opts: SearchOptions,
+    vecs: dict[str, np.ndarray],
+    naive_depth: int | None = None,
 ) -> Callable[[], tuple[float, list[int]]]:
     """(b): per candidate scan (terms and, as pglogic, the guide vector: the same candidates, so
-    the same recall) an HNSW query for ids + vectors; NumPy scoring; top-k columns."""
+    the same recall) an HNSW query for ids + vectors; NumPy scoring; top-k columns.
+
+    With ``naive_depth`` (b'): what a user writes without pglogic: one HNSW query per positive
+    term, ``naive_depth`` rows each (:func:`naive_settings`), no guide."""
     compiled = index_plan(conn, corpus, tree, opts)
     depth = compiled.params.get("depth", opts.k)
+    cand_terms = compiled.candidate_terms
+    use_guide = compiled.guide_param is not None
+    plan_settings = compiled.settings
+    if naive_depth is not None:
+        depth, cand_terms, use_guide = naive_depth, positive_terms(tree), False
+        plan_settings = naive_settings(opts, naive_depth)
     where, fparams = filters_sql(opts.filters, sql.SQL("d.metadata"), prefix="f")
     stmt = sql.SQL(
         "SELECT id, embedding FROM {t} d WHERE {w} ORDER BY embedding <=> %(v)s::vector({dim})"
@@ -280,17 +324,17 @@ def client_run(
     names = compiled.terms
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
 
-    settings = sql.SQL("; ").join(set_local_statements(compiled.settings))
+    settings = sql.SQL("; ").join(set_local_statements(plan_settings))
 
     def run() -> tuple[float, list[int]]:
         t0 = time.perf_counter()
-        scans = [(vecs[t], depth) for t in compiled.candidate_terms]
-        if compiled.guide_param:
+        scans = [(vecs[t], depth) for t in cand_terms]
+        if use_guide:
             scans.append((guide_vector(tree, vecs), compiled.params[GUIDE_DEPTH]))
         ids: list[int] = []
         embs: list[Any] = []  # pgvector.Vector (binary)
         with conn.transaction():
-            if compiled.settings:
+            if plan_settings:
                 conn.execute(settings)  # one round trip, as search.execute
             cur = conn.cursor(binary=True)
             for vec, n in scans:
@@ -312,6 +356,47 @@ def client_run(
     return run
 
 
+def naive_client(
+    conn: Connection,
+    corpus: Corpus,
+    tree: Node,
+    opts: SearchOptions,
+    queries: list[dict[str, np.ndarray]],
+    truths: list[list[int]],
+    target: float,
+    pglogic_p50_ms: float,
+) -> dict[str, Any]:
+    """(b') at equal recall: the shallowest depth of :data:`NAIVE_STEPS` at which the client
+    without the guide reaches pglogic's recall@10 (within NAIVE_TOLERANCE), its latency there,
+    and every depth tried (depth, recall@10, p50 ms)."""
+    base = index_plan(conn, corpus, tree, replace(opts, term_scans=True)).params.get(
+        "depth", opts.k
+    )
+    depths = sorted({opts.k, *(min(NAIVE_MAX_DEPTH, base * m) for m in NAIVE_STEPS)})
+    ladder: list[list[float]] = []
+    for depth in depths:
+        client_run(conn, corpus, tree, opts, queries[0], depth)()  # warm-up
+        secs, recs = [], []
+        for vecs, truth in zip(queries, truths, strict=True):
+            t, top = client_run(conn, corpus, tree, opts, vecs, depth)()
+            secs.append(t)
+            recs.append(recall(top, truth, 10))
+        rec, p50 = float(np.mean(recs)), percentile(secs, 50) * 1000
+        ladder.append([depth, round(rec, 3), round(p50, 2)])
+        if rec >= target - NAIVE_TOLERANCE:
+            break
+    depth, rec, p50 = ladder[-1]
+    reached = rec >= target - NAIVE_TOLERANCE
+    print(f"           naive client: depth {depth:.0f} recall {rec:.3f} p50 {p50:.1f} ms"
+          f"{'' if reached else ' (recall not reached)'}", flush=True)  # fmt: skip
+    return {
+        "naive_client": {
+            "depth": int(depth), "recall@10": rec, "p50_ms": p50, "reached": reached,
+            "speedup_p50": round(p50 / pglogic_p50_ms, 2), "ladder": ladder,
+        }
+    }  # fmt: skip
+
+
 def ms(xs: Sequence[float]) -> dict[str, float]:
     return {
         "p50": round(percentile(xs, 50) * 1000, 2),
@@ -329,6 +414,8 @@ def run_matrix(
     n_queries: int,
     exact_queries: int,
     seed: int,
+    filters: Sequence[str] = tuple(FILTERS),
+    naive: bool = True,
 ) -> list[dict[str, Any]]:
     emb = Vectors()
     g = np.arange(len(data.vectors)) % 100
@@ -345,8 +432,8 @@ def run_matrix(
                 for k in ks:
                     truths.setdefault((k, fname), []).append(t[:k])
         for k in ks:
-            for fname, filters in FILTERS.items():
-                opts = SearchOptions(k=k, filters=filters)
+            for fname in filters:
+                opts = SearchOptions(k=k, filters=FILTERS[fname])
                 lat: dict[str, list[float]] = {"pglogic": [], "floor": [], "client": [],
                                                "guide_scan": []}  # fmt: skip
                 rec10: list[float] = []
@@ -406,7 +493,7 @@ def run_matrix(
                 }
                 if k == min(ks) and exact_queries:
                     ex: list[float] = []
-                    eopts = SearchOptions(k=k, filters=filters, exact=True)
+                    eopts = SearchOptions(k=k, filters=FILTERS[fname], exact=True)
                     for vecs in queries[:exact_queries]:
                         emb.current = vecs
                         t0 = time.perf_counter()
@@ -424,6 +511,10 @@ def run_matrix(
                     + (f"  exact {row['exact_ms_p50']} ms" if "exact_ms_p50" in row else ""),
                     flush=True,
                 )
+                if naive and n_terms > 1 and fname == "none":  # unfiltered rows only
+                    row.update(naive_client(conn, corpus, tree, opts, queries,
+                                            truths[(k, fname)], row["recall@10"],
+                                            row["pglogic_ms"]["p50"]))  # fmt: skip
     return rows
 
 
@@ -614,6 +705,17 @@ def fill_derived(results: dict[str, Any]) -> None:
             )
 
 
+def merge_rows(size_results: dict[str, Any], rows: list[dict[str, Any]], note: str) -> None:
+    """Replace the rows of the same (shape, k, filter) in ``size_results`` (``--rows-only``);
+    other rows keep their place, new ones are appended."""
+    key = ("shape", "k", "filter")
+    fresh = {tuple(r[f] for f in key): {**r, "rerun": note} for r in rows}
+    queries = size_results.setdefault("queries", [])
+    for i, old in enumerate(queries):
+        queries[i] = fresh.pop(tuple(old[f] for f in key), old)
+    queries.extend(fresh.values())
+
+
 def markdown(results: dict[str, Any]) -> str:
     parts = ["# Scale benchmark (`bench/scale.py`)", "", machine_md(results["machine"]), ""]
     for s, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
@@ -657,6 +759,28 @@ def markdown(results: dict[str, Any]) -> str:
                                "guide p50", "ratio", "ratio n", "ratio +g", "client p50",
                                "× client", "exact p50", "× exact",
                                "recall@10", "recall@k", "client recall@10", "rows"], rows))  # fmt: skip
+        naive = [q for q in r["queries"] if "naive_client" in q]
+        if naive:
+            parts += [
+                "",
+                "(b') The client without pglogic's plan (unfiltered rows): one HNSW query per "
+                "positive term (ids + vectors), NumPy scoring, no guide, deepened (k, then 1, 2, 4, 8, 16 × "
+                f"the per-term depth, at most {NAIVE_MAX_DEPTH}) until its recall@10 is "
+                f"pglogic's within {NAIVE_TOLERANCE}; ladder = depth: recall@10 (p50 ms) of "
+                "every depth tried.",
+                "",
+            ]
+            body = []
+            for q in naive:
+                nc = q["naive_client"]
+                body.append([q["shape"], q["k"], q["filter"], q["pglogic_ms"]["p50"],
+                             q["recall@10"], nc["depth"], nc["recall@10"],
+                             nc["p50_ms"], nc["speedup_p50"] if nc["reached"]
+                             else f"({nc['speedup_p50']}, recall not reached)",
+                             "; ".join(f"{d:.0f}: {rc} ({t})" for d, rc, t in nc["ladder"])])  # fmt: skip
+            parts.append(md_table(["shape", "k", "filter", "pglogic p50", "pglogic recall@10",
+                                   "client depth", "client recall@10", "client p50",
+                                   "× client at equal recall", "ladder"], body))  # fmt: skip
         if r.get("embedding"):
             parts += [
                 "",
@@ -724,6 +848,20 @@ def main() -> None:
         help="reuse a database kept by --keep (same size, data and seed): no load, no build",
     )
     ap.add_argument("--quick", action="store_true", help="10k vectors, 4 queries, 2 s per level")
+    ap.add_argument("--kinds", default="1,AND,OR,NOT", help="shapes to run: 1 (term), AND, OR, NOT")
+    ap.add_argument("--filters", default=",".join(FILTERS), help="filters to run: none,10%%,1%%")
+    ap.add_argument(
+        "--no-naive",
+        dest="naive",
+        action="store_false",
+        help="skip (b'), the client without the guide at equal recall (needs pgvector >= 0.8)",
+    )
+    ap.add_argument(
+        "--rows-only",
+        metavar="NOTE",
+        help="with --reuse --merge: run only the selected rows and replace them in <results>.json "
+        "(marked with NOTE); load, memory, throughput and the other rows are kept",
+    )
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.queries, args.seconds = "10000", 4, 2.0
@@ -736,7 +874,14 @@ def main() -> None:
         results["sizes"] = json.loads(previous.read_text())["sizes"]
         results["args"] = json.loads(previous.read_text()).get("args", {})
     results["args"].update({str(s): vars(args) for s in args.sizes.split(",")})
-    shape_texts = shapes([int(x) for x in args.terms.split(",")])
+    kinds = args.kinds.split(",")
+    shape_texts = {name: text for name, text in shapes([int(x) for x in args.terms.split(",")]).items()
+                   if name.split()[0] in kinds}  # fmt: skip
+    filter_names = [f for f in args.filters.split(",") if f]
+    if unknown := set(filter_names) - set(FILTERS):
+        ap.error(f"unknown filters {sorted(unknown)}: choose from {', '.join(FILTERS)}")
+    if args.rows_only and not (args.reuse and args.merge):
+        ap.error("--rows-only needs --reuse and --merge")
     ks = [int(x) for x in args.ks.split(",")]
     for size in [int(x) for x in args.sizes.split(",")]:
         print(f"== {size:,} vectors", flush=True)
@@ -773,8 +918,14 @@ def main() -> None:
                     write_results(args.results, results, "")
                     continue
                 mem.phase = "queries"
+                naive = args.naive and server_has_iterative_scan(conn)
                 rows = run_matrix(conn, corpus, data, shape_texts, ks, args.queries,
-                                  args.exact_queries, args.seed)  # fmt: skip
+                                  args.exact_queries, args.seed, filter_names, naive)  # fmt: skip
+                if args.rows_only:
+                    mem.stop()
+                    merge_rows(kept_size, rows, args.rows_only)
+                    results["sizes"][str(size)] = kept_size
+                    continue
                 share = embedding_share(conn, corpus) if args.embedding else []
                 mem.phase = "concurrency"
                 tp = throughput(dsn, corpus, data, [int(c) for c in args.clients.split(",")],

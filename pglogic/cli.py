@@ -508,7 +508,8 @@ def search_options(f: Any) -> Any:
             "--term-scans/--no-term-scans",
             default=None,
             help="Force (or drop) the HNSW scan per positive term. Default: only for a query "
-            "with a positive OR; otherwise the guide's scan alone finds the candidates.",
+            "with a positive OR (an OR of terms under max: each term's top k, no guide); "
+            "otherwise the guide's scan alone finds the candidates.",
         ),
         click.option(
             "--where",

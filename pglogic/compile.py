@@ -19,7 +19,10 @@ vector (:mod:`pglogic.guide`, computed from the term vectors by
 :meth:`CompiledQuery.with_vectors`), which finds the documents that score best on the whole
 formula. Where that scan alone suffices (:func:`guide_suffices`: no positive OR, e.g.
 ``"a" AND NOT "b"``), it is the statement's only index scan, at twice its depth, and the term
-CTEs are left out. Exact mode scores every (filtered) document instead.
+CTEs are left out. Where the terms' own top k suffice (:func:`union_suffices`: a disjunction of
+positive terms under ``max``, e.g. ``"a" OR "b"``), each term's CTE fetches k rows, as a
+single-term query does, and there is no guide. Exact mode scores every (filtered) document
+instead.
 
 Other modes (:data:`MODES`): ``nsfl`` adds the fused texts and the question as scored vectors,
 one more candidate scan along the question, and computes the score in layers of CTEs over
@@ -36,8 +39,11 @@ Example:
     >>> q = compile_query(parse('"a" AND NOT "b"'), corpus)
     >>> q.terms, q.candidate_terms, q.params["gdepth"]  # the guide's scan alone, 400 rows
     (['a', 'b'], [], 400)
-    >>> compile_query(parse('"a" OR "b"'), corpus).candidate_terms  # a scan per term + guide
-    ['a', 'b']
+    >>> q_or = compile_query(parse('"a" OR "b"'), corpus)  # each term's top k, no guide
+    >>> q_or.candidate_terms, q_or.params["depth"], q_or.guide_param
+    (['a', 'b'], 10, None)
+    >>> compile_query(parse('"a" OR ("b" AND "c")'), corpus).guide_param  # a scan per term + guide
+    'vg'
     >>> "ORDER BY score DESC" in q.as_string()
     True
 """
@@ -142,6 +148,52 @@ def guide_suffices(tree: Node) -> bool:
     return not walk(tree, True)[1]
 
 
+def union_suffices(tree: Node, family: OperatorFamily) -> bool:
+    """Whether the union of each term's own top k holds the formula's top k (no guide scan).
+
+    True for a disjunction of positive terms when the family's OR is ``max`` (the default
+    family's): every truth map is non-decreasing, so a document whose best term ``t`` does not
+    put it in ``t``'s own top k is outranked by those k documents, each scoring at least
+    ``T(s_t)``. The candidates are then exactly those of n single-term queries (ties aside).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> godel, itlr = resolve_family("godel"), resolve_family("itlr")
+        >>> [union_suffices(parse(q), godel) for q in ('"a" OR "b" OR "c"', '"a" OR NOT "b"',
+        ...                                            '"a" OR ("b" AND "c")', '"a"')]
+        [True, False, False, False]
+        >>> union_suffices(parse('"a" OR "b"'), itlr)  # or=sum: best between its operands
+        False
+    """
+
+    def disjunction(node: Node) -> bool:
+        return isinstance(node, Term) or (
+            isinstance(node, Or) and all(disjunction(c) for c in node.children)
+        )
+
+    return family.or_.name == "max" and isinstance(tree, Or) and disjunction(tree)
+
+
+def union_plan(tree: Node, opts: SearchOptions) -> bool:
+    """Whether ``opts`` compiles ``tree`` to the terms' own top-k scans alone (no guide).
+
+    The fuzzy mode's approximate plan where :func:`union_suffices`, unless ``opts.term_scans``
+    forces a plan (True: the terms at full depth + the guide; False: the guide alone) or
+    ``opts.guide`` is off (the terms at full depth).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> union_plan(parse('"a" OR "b"'), SearchOptions())
+        True
+        >>> union_plan(parse('"a" OR "b"'), SearchOptions(operators="itlr"))
+        False
+    """
+    if opts.exact or not opts.guide or opts.mode != "fuzzy" or opts.term_scans is not None:
+        return False
+    family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
+    return union_suffices(tree, family)
+
+
 def guide_only_plan(tree: Node, opts: SearchOptions) -> bool:
     """Whether ``opts`` compiles ``tree`` to the guide's scan alone (no scan per term).
 
@@ -167,24 +219,30 @@ EXACT_SWITCH = 17
 
 
 def prefer_exact(
-    matching_rows: float, k: int, candidate_terms: int, *, guide_only: bool = False
+    matching_rows: float, k: int, candidate_terms: int, *, plan: str = "terms"
 ) -> bool:
     """Whether scoring every row that passes a filter beats filtered HNSW scans.
 
     The T index scans visit about T * depth / selectivity tuples; the exact plan scans every
-    row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. When the
-    guide's scan alone finds the candidates (``guide_only``, :func:`guide_suffices`) there is
-    one scan, of the guide's doubled depth.
+    row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. ``plan``
+    says which scans the approximate statement makes: ``terms`` (one per candidate term, plus
+    the guide's), ``guide`` (the guide's scan alone, of its doubled depth:
+    :func:`guide_only_plan`) or ``union`` (one per term at a single-term query's depth:
+    :func:`union_plan`).
 
     Example:
         >>> prefer_exact(1_000, 10, 3), prefer_exact(10_000, 10, 3)
         (True, False)
-        >>> prefer_exact(10_000, 10, 5), prefer_exact(10_000, 10, 5, guide_only=True)
+        >>> prefer_exact(10_000, 10, 5), prefer_exact(10_000, 10, 5, plan="guide")
+        (True, False)
+        >>> prefer_exact(6_000, 10, 3), prefer_exact(6_000, 10, 3, plan="union")
         (True, False)
     """
     depth = default_depth(k, candidate_terms)
-    if guide_only:
+    if plan == "guide":
         return matching_rows <= EXACT_SWITCH * min(MAX_EF_SEARCH, 2 * guide_depth(k, depth))
+    if plan == "union":
+        return matching_rows <= EXACT_SWITCH * candidate_terms * default_depth(k, 1)
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
 
 
@@ -223,7 +281,9 @@ class SearchOptions:
     deep in every single term's list. ``term_scans`` says whether each positive term gets its
     own scan too: by default (None) only where the guide alone does not suffice
     (:func:`guide_suffices`: a positive OR); otherwise the guide's scan, at twice its depth, is
-    the only index scan of the statement (fuzzy mode). ``True`` / ``False`` force either plan.
+    the only index scan of the statement (fuzzy mode). A disjunction of terms under ``max``
+    (:func:`union_suffices`) needs each term's top k only: k rows per term, no guide.
+    ``True`` / ``False`` force the terms + the guide, or the guide alone.
 
     ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
     the fused query texts and ``question`` (the monolithic question; default: the formula as
@@ -592,6 +652,10 @@ def _compile(
         )
     guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
     guide_only = guided and guide_only_plan(tree, opts)
+    top_k_union = guided and union_plan(tree, opts)
+    if top_k_union:  # each term's top k, at a single-term query's ef_search; no guide
+        guided = False
+        depth = opts.depth if opts.depth is not None else opts.k
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     if guide_only and opts.depth is None:
         gdepth = min(MAX_EF_SEARCH, 2 * gdepth)
@@ -599,6 +663,8 @@ def _compile(
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
     default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
+    if top_k_union and opts.depth is None:
+        default_ef = min(MAX_EF_SEARCH, max(40, default_depth(opts.k, 1)))
     ef = opts.ef_search if opts.ef_search is not None else default_ef
     if not 1 <= ef <= MAX_EF_SEARCH:
         raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
@@ -608,6 +674,8 @@ def _compile(
         # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
         # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
         rows = scan_depth if rerank or sqo or guide_only else depth
+        if top_k_union and opts.depth is None:  # as many as a single-term query over-fetches
+            rows = default_depth(opts.k, 1)
         want = rows / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
         ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
     settings["hnsw.ef_search"] = str(ef)

@@ -28,6 +28,7 @@ from pglogic.compile import (
     guide_only_plan,
     prefer_exact,
     set_local,
+    union_plan,
 )
 from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
@@ -174,12 +175,14 @@ def search(
     if opts.filters and not opts.exact:
         selectivity, matches = estimate_filter(conn, corpus, opts.filters)
         n_cand = len(positive_terms(tree))
-        guide_only = guide_only_plan(tree, opts)
-        if (
-            n_cand
-            and opts.depth is None
-            and prefer_exact(matches, opts.k, n_cand, guide_only=guide_only)
-        ):
+        plan = (
+            "guide"
+            if guide_only_plan(tree, opts)
+            else "union"
+            if union_plan(tree, opts)
+            else "terms"
+        )
+        if n_cand and opts.depth is None and prefer_exact(matches, opts.k, n_cand, plan=plan):
             opts = replace(opts, exact=True)  # so few rows pass: scoring them all is cheaper
     overfetch = bool(opts.filters) and not iterative and not opts.exact
     compiled = compile_query(

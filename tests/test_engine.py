@@ -29,7 +29,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query, guide_only_plan
+from pglogic.compile import (
+    CompiledQuery,
+    SearchOptions,
+    compile_query,
+    guide_only_plan,
+    union_plan,
+)
 from pglogic.corpus import Corpus, build_index, create_corpus
 from pglogic.db import connect
 from pglogic.embed import CachedEmbedder
@@ -192,6 +198,9 @@ def test_compiled_shape(case: GoldenCase) -> None:
     expected_ctes = [] if opts.exact or guide_only else positive_terms(tree)
     if guide_only:  # the guide's scan is the only index scan
         assert compiled.guide_param is not None and '"g" AS MATERIALIZED' in text
+    if union_plan(tree, opts):  # each term's top k, no guide
+        assert compiled.guide_param is None and '"g" AS MATERIALIZED' not in text
+        assert compiled.params["depth"] == (opts.depth or opts.k)
     assert compiled.candidate_terms == expected_ctes
     single = isinstance(tree, Term) and not opts.exact  # plain k-NN in the sims CTE
     assert len(re.findall(r'"c\d+" AS MATERIALIZED', text)) == (0 if single else len(expected_ctes))
@@ -495,6 +504,36 @@ def test_guide_scan_finds_the_document_deep_in_every_term_list(
         hits = execute(engine_conn, compiled, vecs)
         assert (hits[0].external_id == "both") is want
         assert hits[0].score == pytest.approx(exact[0].score if want else 0.0, abs=1e-6)
+
+
+@db
+@pytest.mark.parametrize("operators", ["product-max", "godel"])
+@pytest.mark.parametrize("truth", ["clamp", "sigmoid:0.2:12"])
+def test_or_of_terms_under_max_takes_each_terms_top_k_and_equals_exact(
+    engine_conn: psycopg.Connection[Any],
+    index_conn: psycopg.Connection[Any],
+    filtered: Corpus,
+    operators: str,
+    truth: str,
+) -> None:
+    """A disjunction under max needs only each term's own top k (no guide, depth k): the union
+    of those lists holds the formula's top k, filtered or not."""
+    vecs = {"A": E[0], "B": E[1], "D": E[3]}
+    for query in ('"A" OR "D"', '"A" OR "B" OR "D"'):
+        for filters in ((), (parse_filter("year=1995"),)):
+            opts = SearchOptions(k=7, operators=operators, truth=truth, filters=filters)
+            compiled = compile_query(parse(query), filtered, opts)
+            assert compiled.guide_param is None and compiled.params["depth"] == 7
+            assert len(compiled.candidate_terms) == query.count('"') // 2
+            hits = execute(index_conn, compiled, vecs)
+            exact = execute(
+                engine_conn,
+                compile_query(parse(query), filtered, dataclasses.replace(opts, exact=True)),
+                vecs,
+            )
+            assert len(hits) == 7
+            assert [h.id for h in hits] == [h.id for h in exact], (query, filters)
+            np.testing.assert_allclose([h.score for h in hits], [h.score for h in exact], atol=1e-6)
 
 
 def test_known_scores_default_family(engine_conn: psycopg.Connection[Any], hand: Corpus) -> None:
@@ -910,14 +949,26 @@ def test_filtered_query_returns_k_matching_rows(
 def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     half = SearchOptions(k=10, filters=(parse_filter("site=cooking"),))
     corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
-    new = compile_query(parse('"A" OR "B"'), corpus, half)
+    itlr = dataclasses.replace(half, operators="itlr")  # or=sum: term scans + the guide
+    new = compile_query(parse('"A" OR "B"'), corpus, itlr)
     # ef_search covers the guide's scan (200 rows); each term's scan takes depth = 142
     assert new.settings == {"hnsw.ef_search": "200", "hnsw.iterative_scan": "relaxed_order"}
     assert new.params["depth"] == 142 and new.params["gdepth"] == 200
     old = compile_query(
-        parse('"A" OR "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+        parse('"A" OR "B"'), corpus, itlr, server_has_iterative_scan=False, filter_selectivity=0.5
     )
     assert old.settings == {"hnsw.ef_search": "284"}  # depth 142 / 0.5
+    # OR under max: each term's top k at a single-term query's ef_search (100 for k = 10)
+    union = compile_query(parse('"A" OR "B"'), corpus, half)
+    assert union.settings == {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order"}
+    assert union.params["depth"] == 10 and "gdepth" not in union.params
+    union_old = compile_query(
+        parse('"A" OR "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+    )
+    single_old = compile_query(
+        parse('"A"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
+    )
+    assert union_old.settings == single_old.settings == {"hnsw.ef_search": "200"}  # 100 / 0.5
     # AND: the guide's scan alone, 400 rows, so 800 tuples at selectivity 0.5
     both = compile_query(
         parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5

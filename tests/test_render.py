@@ -66,7 +66,7 @@ def test_numbered_placeholders_follow_first_appearance(query: str, exact: bool) 
 
 
 def test_psycopg_style_is_the_compiled_text() -> None:
-    compiled = compiled_for('"a" OR "b"')
+    compiled = compiled_for('"a" OR "b"', term_scans=True)  # the term scans and the guide's
     r = render(compiled)
     assert r.text == compiled.as_string()
     assert r.names == ("v0", "v1", "depth", "vg", "gdepth", "k")
@@ -119,7 +119,8 @@ def test_inline_vectors_only_keeps_other_placeholders_and_escapes_percent() -> N
 
 
 def test_param_prefix_is_kept() -> None:
-    compiled = compile_query(parse('"a" OR "b"'), SAMPLE, param_prefix="q_")
+    opts = SearchOptions(term_scans=True)
+    compiled = compile_query(parse('"a" OR "b"'), SAMPLE, opts, param_prefix="q_")
     r = render(compiled, "numbered")
     assert r.names == ("q_v0", "q_v1", "q_depth", "q_vg", "q_gdepth", "q_k")
     assert r.vector_terms == {"q_v0": "a", "q_v1": "b"}
@@ -277,10 +278,11 @@ def test_cli_inline_statement_runs_as_printed(news_dsn: str, minilm: Any) -> Non
 @pytest.mark.db
 @pytest.mark.model
 def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> None:
-    query = '"oil prices" OR "natural gas"'  # a term scan each, and the guide's
+    query = '"oil prices" OR "natural gas"'  # a term scan each, and the guide's (forced)
     out = run_cli(
-        "--dsn", news_dsn, "compile", query, "--corpus", "news", "--style", "numbered", "-k", "5"
-    )
+        "--dsn", news_dsn, "compile", query, "--corpus", "news", "--style", "numbered", "-k", "5",
+        "--term-scans",
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     settings, statement, comments = _cli_statement(out.stdout)
     assert comments[0] == "-- parameters, in order:"
@@ -293,7 +295,8 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
     terms = {"v0": "oil prices", "v1": "natural gas"}
     embedder = get_query_embedder("all-MiniLM-L6-v2")
     vecs = {t: embedder.embed([t])[0] for t in terms.values()}
-    guide = compile_query(parse(query), SAMPLE, SearchOptions(k=5)).guide_vector(vecs)
+    opts = SearchOptions(k=5, term_scans=True)
+    guide = compile_query(parse(query), SAMPLE, opts).guide_vector(vecs)
     values = [
         vecs[terms[n]] if n in terms else guide if n == "vg" else json.loads(m.group(3))
         for n, m in zip(names, params, strict=True)
@@ -303,7 +306,7 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
     with connect(news_dsn) as conn:
         corpus = get_corpus(conn, "news")
         conn.commit()
-        expected = search(conn, corpus, query, embedder=minilm, options=SearchOptions(k=5)).hits
+        expected = search(conn, corpus, query, embedder=minilm, options=opts).hits
         with conn.transaction(), psycopg.RawCursor(conn) as cur:
             for line in settings:
                 cur.execute(line.encode())
