@@ -11,7 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -173,7 +175,7 @@ def search(
     iterative = server_has_iterative_scan(conn) and opts.iterative_scan
     selectivity = None
     if opts.filters and not opts.exact:
-        selectivity, matches = estimate_filter(conn, corpus, opts.filters)
+        selectivity, matches = cached_filter_estimate(conn, corpus, opts.filters)
         n_cand = len(positive_terms(tree))
         plan = (
             "guide"
@@ -182,7 +184,11 @@ def search(
             if union_plan(tree, opts)
             else "terms"
         )
-        if n_cand and opts.depth is None and prefer_exact(matches, opts.k, n_cand, plan=plan):
+        if (
+            n_cand
+            and opts.depth is None
+            and prefer_exact(matches, opts.k, n_cand, plan=plan, selectivity=selectivity)
+        ):
             opts = replace(opts, exact=True)  # so few rows pass: scoring them all is cheaper
     overfetch = bool(opts.filters) and not iterative and not opts.exact
     compiled = compile_query(
@@ -224,6 +230,44 @@ def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Fil
         0.498
     """
     return estimate_filter(conn, corpus, filters)[0]
+
+
+#: How long (seconds) :func:`search` reuses a filter's estimate, and how many it keeps.
+FILTER_ESTIMATE_TTL = 60.0
+FILTER_ESTIMATE_CACHE_SIZE = 1024
+_ESTIMATES: OrderedDict[tuple[Any, ...], tuple[float, tuple[float, float]]] = OrderedDict()
+
+
+def cached_filter_estimate(
+    conn: Connection,
+    corpus: Corpus,
+    filters: Sequence[Filter],
+    max_age: float = FILTER_ESTIMATE_TTL,
+) -> tuple[float, float]:
+    """:func:`estimate_filter`, reused for ``max_age`` seconds per database, corpus and filter.
+
+    The estimate only chooses a plan (filtered index scans or scoring every matching row, and
+    the over-fetch on old pgvector); results are correct either way. Reusing it saves two
+    queries (the table's size and a 1,000-page sample: 3-4 ms at 1M rows) per filtered search.
+
+    Example:
+        >>> cached_filter_estimate(conn, corpus, [parse_filter("site=cooking")])  # doctest: +SKIP
+        (0.498, 4980.0)
+    """
+    where, params = filters_sql(filters, sql.SQL("m"), prefix="f")
+    key = (conn.info.host, conn.info.port, conn.info.dbname, corpus.table_name,
+           where.as_string(None), json.dumps(params, sort_keys=True, default=str))  # fmt: skip
+    now = time.monotonic()
+    hit = _ESTIMATES.get(key)
+    if hit is not None and now - hit[0] <= max_age:
+        _ESTIMATES.move_to_end(key)
+        return hit[1]
+    estimate = estimate_filter(conn, corpus, filters)
+    _ESTIMATES[key] = (now, estimate)
+    _ESTIMATES.move_to_end(key)
+    if len(_ESTIMATES) > FILTER_ESTIMATE_CACHE_SIZE:
+        _ESTIMATES.popitem(last=False)
+    return estimate
 
 
 def estimate_filter(

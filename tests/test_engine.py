@@ -46,7 +46,13 @@ from pglogic.nsfl import evaluate_nsfl_numpy
 from pglogic.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
 from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
 from pglogic.readers import FieldMap, Record
-from pglogic.search import Hit, estimate_selectivity, execute, search
+from pglogic.search import (
+    Hit,
+    cached_filter_estimate,
+    estimate_selectivity,
+    execute,
+    search,
+)
 from pglogic.sqo import sqo_vector
 from tests.conftest import uses_hnsw
 
@@ -980,6 +986,26 @@ def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     assert compile_query(
         parse('"A"'), corpus, given, server_has_iterative_scan=False, filter_selectivity=0.01
     ).settings == {"hnsw.ef_search": "64"}
+
+
+@db
+def test_filter_estimate_is_reused_within_its_max_age(engine_conn: psycopg.Connection[Any]) -> None:
+    corpus = create_corpus(engine_conn, "estimates", model="hand", dim=4)
+
+    def records(start: int, n: int, year: int) -> list[Record]:
+        return [Record(f"e{i}", f"doc {i}", None, {"year": year}, (1.0, 0.0, 0.0, 0.0))
+                for i in range(start, start + n)]  # fmt: skip
+
+    ingest_records(engine_conn, corpus, records(0, 10, 1990) + records(10, 90, 2000), embedder=None)
+    rare = [parse_filter("year=1990")]
+    assert cached_filter_estimate(engine_conn, corpus, rare)[0] == pytest.approx(0.1)
+    ingest_records(engine_conn, corpus, records(100, 100, 1990), embedder=None)
+    assert cached_filter_estimate(engine_conn, corpus, rare)[0] == pytest.approx(0.1)  # reused
+    fresh = cached_filter_estimate(engine_conn, corpus, rare, max_age=0)[0]
+    assert fresh == pytest.approx(0.55) == estimate_selectivity(engine_conn, corpus, rare)
+    assert cached_filter_estimate(engine_conn, corpus, rare)[0] == pytest.approx(0.55)
+    other = [parse_filter("year=2000")]  # another filter: its own estimate
+    assert cached_filter_estimate(engine_conn, corpus, other)[0] == pytest.approx(0.45)
 
 
 @db
