@@ -117,6 +117,34 @@ def guide_depth(k: int, depth: int) -> int:
     return max(depth, default_depth(k, 4))
 
 
+def guide_only_depth(k: int, selectivity: float | None = None) -> int:
+    """Depth of the guide's scan when it is the only scan (:func:`guide_only_plan`).
+
+    Twice :func:`guide_depth` without a filter (400 rows for k = 10). Under a filter that keeps
+    a fraction s of the rows, the filtered top k are about the unfiltered top k / s, thinned:
+    the depth is s times the unfiltered depth for k / s, and at least a single-term query's
+    (:func:`default_depth`). At 1M vectors with a 10% filter, k = 10, depth 100 found the same
+    top 10 as depth 400 (within 0.01 recall@10, six shapes) in a third of the time; with 1%,
+    the same recall as 400 for every shape (``bench/results/scale_1m_union.md``, issue 5's
+    notes).
+
+    Example:
+        >>> guide_only_depth(10), guide_only_depth(10, 0.5), guide_only_depth(10, 0.1)
+        (400, 400, 100)
+        >>> guide_only_depth(100), guide_only_depth(100, 0.1)
+        (1000, 1000)
+    """
+
+    def unfiltered(n: int) -> int:
+        return min(MAX_EF_SEARCH, 2 * guide_depth(n, default_depth(n, 1)))
+
+    full = unfiltered(k)
+    if selectivity is None or not 0 < selectivity < 1:
+        return full
+    thinned = math.ceil(selectivity * unfiltered(math.ceil(k / selectivity)))
+    return max(default_depth(k, 1), min(full, thinned))
+
+
 def guide_suffices(tree: Node) -> bool:
     """Whether the guide's scan alone finds the formula's best documents (no term scans).
 
@@ -231,7 +259,7 @@ def prefer_exact(
     The T index scans visit about T * depth / selectivity tuples; the exact plan scans every
     row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. ``plan``
     says which scans the approximate statement makes: ``terms`` (one per candidate term, plus
-    the guide's), ``guide`` (the guide's scan alone, of its doubled depth:
+    the guide's), ``guide`` (the guide's scan alone, :func:`guide_only_depth` rows:
     :func:`guide_only_plan`) or ``union`` (one per term for k rows: :func:`union_plan`). A
     union scan stops after k matching rows, k / ``selectivity`` tuples, but visits at least
     its ``ef_search`` (a single-term query's) tuples: depth = max(k, ef_search * selectivity).
@@ -248,7 +276,7 @@ def prefer_exact(
     """
     depth = default_depth(k, candidate_terms)
     if plan == "guide":
-        return matching_rows <= EXACT_SWITCH * min(MAX_EF_SEARCH, 2 * guide_depth(k, depth))
+        return matching_rows <= EXACT_SWITCH * guide_only_depth(k, selectivity)
     if plan == "union":
         union_depth = max(k, min(MAX_EF_SEARCH, default_depth(k, 1)) * selectivity)
         return matching_rows <= EXACT_SWITCH * candidate_terms * union_depth
@@ -667,8 +695,11 @@ def _compile(
         depth = opts.depth if opts.depth is not None else opts.k
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     if guide_only and opts.depth is None:
-        gdepth = min(MAX_EF_SEARCH, 2 * gdepth)
+        filtered_by = filter_selectivity if (opts.filters or extra_where is not None) else None
+        gdepth = guide_only_depth(opts.k, filtered_by)
     scan_depth = rdepth if rerank else opts.k if sqo else max(depth, gdepth) if guided else depth
+    if guide_only:
+        scan_depth = gdepth  # the only scan
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
     default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
