@@ -925,6 +925,9 @@ def main() -> None:
                     mem.stop()
                     merge_rows(kept_size, rows, args.rows_only)
                     results["sizes"][str(size)] = kept_size
+                    fill_derived(results)
+                    results["plots"] = plots(results, args.results)
+                    write_results(args.results, results, markdown(results))
                     continue
                 share = embedding_share(conn, corpus) if args.embedding else []
                 mem.phase = "concurrency"

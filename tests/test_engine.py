@@ -988,6 +988,25 @@ def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     ).settings == {"hnsw.ef_search": "64"}
 
 
+def test_guide_only_depth_follows_the_filters_selectivity() -> None:
+    corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
+    tree = parse('"A" AND NOT "B"')
+    rare = SearchOptions(k=10, filters=(parse_filter("year=1995"),))
+    depths = {
+        sel: compile_query(tree, corpus, rare, filter_selectivity=sel).params["gdepth"]
+        for sel in (None, 0.5, 0.1, 0.01)
+    }
+    assert depths == {None: 400, 0.5: 400, 0.1: 100, 0.01: 100}
+    ten = compile_query(tree, corpus, rare, filter_selectivity=0.1)
+    assert ten.settings["hnsw.ef_search"] == "100"  # sized for the only scan
+    # without a filter the selectivity is not consulted; an explicit depth is kept
+    assert (
+        compile_query(tree, corpus, SearchOptions(), filter_selectivity=0.1).params["gdepth"] == 400
+    )
+    pinned = dataclasses.replace(rare, depth=300)
+    assert compile_query(tree, corpus, pinned, filter_selectivity=0.1).params["gdepth"] == 300
+
+
 @db
 def test_filter_estimate_is_reused_within_its_max_age(engine_conn: psycopg.Connection[Any]) -> None:
     corpus = create_corpus(engine_conn, "estimates", model="hand", dim=4)
