@@ -177,13 +177,9 @@ def search(
     if opts.filters and not opts.exact:
         selectivity, matches = cached_filter_estimate(conn, corpus, opts.filters)
         n_cand = len(positive_terms(tree))
-        plan = (
-            "guide"
-            if guide_only_plan(tree, opts)
-            else "union"
-            if union_plan(tree, opts)
-            else "terms"
-        )
+        # one term is a union of one: its k nearest, at a single-term query's ef_search
+        union = isinstance(tree, Term) or union_plan(tree, opts)
+        plan = "guide" if guide_only_plan(tree, opts) else "union" if union else "terms"
         if (
             n_cand
             and opts.depth is None
