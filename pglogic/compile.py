@@ -125,8 +125,7 @@ def guide_only_depth(k: int, selectivity: float | None = None) -> int:
     the depth is s times the unfiltered depth for k / s, and at least a single-term query's
     (:func:`default_depth`). At 1M vectors with a 10% filter, k = 10, depth 100 found the same
     top 10 as depth 400 (within 0.01 recall@10, six shapes) in a third of the time; with 1%,
-    the same recall as 400 for every shape (``bench/results/scale_1m_union.md``, issue 5's
-    notes).
+    the same recall as 400 for every shape (``bench/results/filter_depth.md``).
 
     Example:
         >>> guide_only_depth(10), guide_only_depth(10, 0.5), guide_only_depth(10, 0.1)
@@ -240,6 +239,25 @@ def guide_only_plan(tree: Node, opts: SearchOptions) -> bool:
     return guide_suffices(tree) if opts.term_scans is None else not opts.term_scans
 
 
+def scan_plan(tree: Node, opts: SearchOptions) -> str:
+    """Which index scans the approximate statement makes, as :func:`prefer_exact` costs them.
+
+    ``guide`` (the guide's scan alone: :func:`guide_only_plan`), ``union`` (each term's top k:
+    one term, or :func:`union_plan`) or ``terms`` (a scan per candidate term, plus the guide's).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> [scan_plan(parse(q), SearchOptions()) for q in ('"a"', '"a" AND NOT "b"',
+        ...                                                 '"a" OR "b"', '"a" OR ("b" AND "c")')]
+        ['union', 'guide', 'union', 'terms']
+    """
+    if isinstance(tree, Term):
+        return "union"
+    if guide_only_plan(tree, opts):
+        return "guide"
+    return "union" if union_plan(tree, opts) else "terms"
+
+
 #: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
 #: on 100k vectors in bench/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact; 1%
 #: filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
@@ -260,7 +278,7 @@ def prefer_exact(
     row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. ``plan``
     says which scans the approximate statement makes: ``terms`` (one per candidate term, plus
     the guide's), ``guide`` (the guide's scan alone, :func:`guide_only_depth` rows:
-    :func:`guide_only_plan`) or ``union`` (one per term for k rows: :func:`union_plan`). A
+    :func:`guide_only_plan`) or ``union`` (one per term for k rows: :func:`scan_plan`). A
     union scan stops after k matching rows, k / ``selectivity`` tuples, but visits at least
     its ``ef_search`` (a single-term query's) tuples: depth = max(k, ef_search * selectivity).
     Measured at 1M vectors (``bench/results/scale_1m_union_first_run.md``): OR 8, k = 100
@@ -278,7 +296,7 @@ def prefer_exact(
     if plan == "guide":
         return matching_rows <= EXACT_SWITCH * guide_only_depth(k, selectivity)
     if plan == "union":
-        union_depth = max(k, min(MAX_EF_SEARCH, default_depth(k, 1)) * selectivity)
+        union_depth = max(k, default_depth(k, 1) * selectivity)
         return matching_rows <= EXACT_SWITCH * candidate_terms * union_depth
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
 

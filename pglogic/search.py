@@ -27,10 +27,9 @@ from pglogic.compile import (
     SearchOptions,
     Source,
     compile_query,
-    guide_only_plan,
     prefer_exact,
+    scan_plan,
     set_local,
-    union_plan,
 )
 from pglogic.corpus import SCHEMA, Corpus
 from pglogic.db import Connection, vector_version, version_tuple
@@ -177,9 +176,7 @@ def search(
     if opts.filters and not opts.exact:
         selectivity, matches = cached_filter_estimate(conn, corpus, opts.filters)
         n_cand = len(positive_terms(tree))
-        # one term is a union of one: its k nearest, at a single-term query's ef_search
-        union = isinstance(tree, Term) or union_plan(tree, opts)
-        plan = "guide" if guide_only_plan(tree, opts) else "union" if union else "terms"
+        plan = scan_plan(tree, opts)
         if (
             n_cand
             and opts.depth is None
