@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/models.py                    # every local model, every dataset
     .venv/bin/python bench/models.py --model minilm-int8 --only reuters21578
+    .venv/bin/python bench/models.py --render           # rewrite models.md from models.json
 
 For each local model (``pglogic models list``: all-MiniLM-L6-v2, minilm-int8,
 multilingual-e5-small, all-mpnet-base-v2) and each shared dataset, runs
@@ -52,6 +53,8 @@ from pglogic.operators import DEFAULT_FAMILY, resolve_family
 from pglogic.query import terms
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704", "limit_small")
+SHORT = {"reuters21578": "Reuters", "stackexchange_cooking_robotics": "Stack Exchange",
+         "arxiv_0704": "arXiv", "limit_small": "LIMIT-small"}  # fmt: skip
 CALIBRATED = f"pglogic[{DEFAULT_FAMILY}|unsupervised]"
 METHODS = (DENSE, HEADLINE, CALIBRATED)
 
@@ -123,18 +126,29 @@ def fmt(x: float | None) -> str:
     return "—" if x is None or x != x else f"{x:.3f}"
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def markdown(rows: list[dict[str, Any]], machine: str) -> str:
     out = [
         "# Retrieval quality across embedding models (`bench/models.py`)",
         "",
-        f"Machine: {machine_line()}. Label-derived queries of each dataset (`pglogic eval`'s), "
+        f"Machine: {machine}. Label-derived queries of each dataset (`pglogic eval`'s), "
         f"top 100 per query; `{HEADLINE}` is the default engine (clamp truth map), "
         f"`calibrated` the same with the dataset's own unsupervised fit σ((s − τ)·λ) (no "
         "labels). NegRecall@10: lower is better.",
         "",
-        "## nDCG@10, queries with NOT / without NOT",
+        "## Summary (the README's table)",
+        "",
+        "nDCG@10; median cos = where an unrelated (term, document) pair sits for the model.",
         "",
     ]
+    out += md_table(
+        ["model", "dataset", "NOT: dense / pglogic / calibrated",
+         "no NOT: dense / pglogic / calibrated", "median cos"],
+        [[r["model"], SHORT.get(r["dataset"], r["dataset"]),
+          " / ".join(fmt(r["not"][m]["ndcg@10"]) for m in METHODS),
+          " / ".join(fmt(r["plain"][m]["ndcg@10"]) for m in METHODS),
+          f"{r['score_range']['p50']:.2f}"] for r in rows],
+    ).splitlines()  # fmt: skip
+    out += ["", "## nDCG@10, queries with NOT / without NOT", ""]
     body = []
     for r in rows:
         n, p = r["not"], r["plain"]
@@ -176,10 +190,15 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--model", action="append", help="model spec (repeatable; default: all)")
     ap.add_argument("--only", action="append", help="dataset name (repeatable)")
+    ap.add_argument("--render", action="store_true", help="rewrite models.md from models.json")
     args = ap.parse_args()
-    api = PgLogic(database(server_dsn(args.home, args.dsn)))
     path = RESULTS_DIR / "models.json"
     old = json.loads(path.read_text())["rows"] if path.exists() else []
+    if args.render:
+        saved = json.loads(path.read_text())
+        write_results("models", saved, markdown(saved["rows"], saved["machine"]))
+        return
+    api = PgLogic(database(server_dsn(args.home, args.dsn)))
     done = {(r["model"], r["dataset"]): r for r in old}
     for model in args.model or list(MODELS):
         for name in args.only or DATASETS:
@@ -189,7 +208,9 @@ def main() -> None:
             print(f"  NOT {json.dumps(r['not'])}\n  plain {json.dumps(r['plain'])}", flush=True)
             rows = [done[k] for k in sorted(done, key=lambda k: (list(MODELS).index(k[0])
                     if k[0] in MODELS else 99, k[1]))]  # fmt: skip
-            write_results("models", {"machine": machine_line(), "rows": rows}, markdown(rows))
+            write_results(
+                "models", {"machine": machine_line(), "rows": rows}, markdown(rows, machine_line())
+            )
 
 
 if __name__ == "__main__":
