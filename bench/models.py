@@ -195,6 +195,8 @@ def main() -> None:
     path = RESULTS_DIR / "models.json"
     old = json.loads(path.read_text())["rows"] if path.exists() else []
     if args.render:
+        if not path.exists():
+            ap.error(f"--render: {path} does not exist; run the benchmark first")
         saved = json.loads(path.read_text())
         write_results("models", saved, markdown(saved["rows"], saved["machine"]))
         return
