@@ -12,7 +12,6 @@ left is reused). For 1-term, AND 3, OR 3 and NOT 3 queries (k = 10, no filter) i
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,12 @@ from benchlib import (
     write_results,
 )
 from query import make_dataset, make_queries
-from scale import MemorySampler, Vectors, exact_top, kept_database, load, recall
+from scale import MemorySampler, Vectors, exact_top, kept_database, load, timed_searches
 
 from pglogic.compile import SearchOptions
 from pglogic.corpus import corpus_info, get_corpus
 from pglogic.db import connect
 from pglogic.query import parse
-from pglogic.search import search
 
 SHAPES = {"1 term": '"t1"', "AND 3": '"t1" AND "t2" AND "t3"', "OR 3": '"t1" OR "t2" OR "t3"',
           "NOT 3": '"t1" AND "t2" AND NOT "t3"'}  # fmt: skip
@@ -76,13 +74,7 @@ def main() -> None:
                 truths = [exact_top(tree, data, v, mask, 10) for v in queries]
                 for ef in [0, *(int(x) for x in args.efs.split(","))]:
                     opts = SearchOptions(k=10, depth=ef, ef_search=ef) if ef else SearchOptions()
-                    lat, rec = [], []
-                    for vecs, truth in zip(queries, truths, strict=True):
-                        emb.current = vecs
-                        t0 = time.perf_counter()
-                        res = search(conn, corpus, tree, embedder=emb, options=opts)
-                        lat.append(time.perf_counter() - t0)
-                        rec.append(recall([h.id for h in res.hits], truth, 10))
+                    lat, rec = timed_searches(conn, corpus, tree, emb, opts, queries, truths)
                     row = {"shape": shape, "ef_search=depth": ef or "default",
                            "recall@10": round(float(np.mean(rec)), 3),
                            "p50_ms": round(percentile(lat, 50) * 1000, 2)}  # fmt: skip

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import DEFAULT_HOME, RESULTS_DIR, machine_line, md_table, server_dsn, write_results
 from query import make_dataset, make_queries
-from scale import FILTERS, Vectors, kept_database, recall, shapes
+from scale import FILTERS, Vectors, kept_database, shapes, timed_searches
 
 from pglogic.compile import SearchOptions
 from pglogic.corpus import get_corpus
@@ -57,13 +56,7 @@ def measure(dsn: str) -> list[dict[str, Any]]:
                     for depth in (d for d in depths if d >= k):
                         opts = SearchOptions(k=k, filters=FILTERS[fname], depth=depth,
                                              term_scans=False)  # fmt: skip
-                        lat, rec = [], []
-                        for vecs, truth in zip(queries, truths, strict=True):
-                            emb.current = vecs
-                            t0 = time.perf_counter()
-                            res = search(conn, corpus, tree, embedder=emb, options=opts)
-                            lat.append(time.perf_counter() - t0)
-                            rec.append(recall([h.id for h in res.hits], truth, 10))
+                        lat, rec = timed_searches(conn, corpus, tree, emb, opts, queries, truths)
                         row = {"shape": shape, "filter": fname, "k": k, "depth": depth,
                                "recall@10": round(float(np.mean(rec)), 3),
                                "p50_ms": round(float(np.median(lat)) * 1000, 1)}  # fmt: skip

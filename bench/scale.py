@@ -215,6 +215,26 @@ def recall(got: Sequence[int], truth: Sequence[int], k: int) -> float:
     return len(want & set(got[:k])) / len(want) if want else 1.0
 
 
+def timed_searches(
+    conn: Connection,
+    corpus: Corpus,
+    tree: Node,
+    emb: Vectors,
+    opts: SearchOptions,
+    queries: Sequence[Any],
+    truths: Sequence[Sequence[int]],
+) -> tuple[list[float], list[float]]:
+    """``search()`` once per query (its term vectors in ``emb``): seconds and recall@10 each."""
+    lat, rec = [], []
+    for vecs, truth in zip(queries, truths, strict=True):
+        emb.current = vecs
+        t0 = time.perf_counter()
+        res = search(conn, corpus, tree, embedder=emb, options=opts)
+        lat.append(time.perf_counter() - t0)
+        rec.append(recall([h.id for h in res.hits], truth, 10))
+    return lat, rec
+
+
 def index_plan(conn: Connection, corpus: Corpus, tree: Node, opts: SearchOptions) -> CompiledQuery:
     """The index (HNSW) plan ``search()`` would compile: same depth, ef_search, guide, settings.
 

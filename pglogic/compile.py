@@ -715,9 +715,14 @@ def _compile(
     if guide_only and opts.depth is None:
         filtered_by = filter_selectivity if (opts.filters or extra_where is not None) else None
         gdepth = guide_only_depth(opts.k, filtered_by)
-    scan_depth = rdepth if rerank else opts.k if sqo else max(depth, gdepth) if guided else depth
-    if guide_only:
+    if rerank:
+        scan_depth = rdepth
+    elif sqo:
+        scan_depth = opts.k
+    elif guide_only:
         scan_depth = gdepth  # the only scan
+    else:
+        scan_depth = max(depth, gdepth) if guided else depth
     if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
     default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
