@@ -725,6 +725,13 @@ def fill_derived(results: dict[str, Any]) -> None:
             )
 
 
+def save(results: dict[str, Any], name: str) -> None:
+    """Derived ratios, plots, ``bench/results/<name>.{json,md}``."""
+    fill_derived(results)
+    results["plots"] = plots(results, name)
+    write_results(name, results, markdown(results))
+
+
 def merge_rows(size_results: dict[str, Any], rows: list[dict[str, Any]], note: str) -> None:
     """Replace the rows of the same (shape, k, filter) in ``size_results`` (``--rows-only``);
     other rows keep their place, new ones are appended."""
@@ -945,9 +952,7 @@ def main() -> None:
                     mem.stop()
                     merge_rows(kept_size, rows, args.rows_only)
                     results["sizes"][str(size)] = kept_size
-                    fill_derived(results)
-                    results["plots"] = plots(results, args.results)
-                    write_results(args.results, results, markdown(results))
+                    save(results, args.results)
                     continue
                 share = embedding_share(conn, corpus) if args.embedding else []
                 mem.phase = "concurrency"
@@ -961,9 +966,7 @@ def main() -> None:
         finally:
             if not args.keep:
                 drop_database(base, db_name)
-        fill_derived(results)
-        results["plots"] = plots(results, args.results)
-        write_results(args.results, results, markdown(results))
+        save(results, args.results)
 
 
 if __name__ == "__main__":
