@@ -38,11 +38,18 @@ def _count(dsn: str) -> int:
         return int(row[0])
 
 
+def _default_sigint() -> None:
+    # A job started in the background without job control (`cmd &` in a script, nohup) inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: Ctrl-C as a user at
+    # a terminal sends it must reach the ingest however the test run itself was started.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(dsn: str, path: Path) -> subprocess.Popen[str]:
     exe = Path(sys.executable).with_name("pglogic")
     return subprocess.Popen(
         [str(exe), "--dsn", dsn, "ingest", "c", str(path), "--batch-size", str(BATCH)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
     )  # fmt: skip
 
 
