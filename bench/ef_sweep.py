@@ -30,10 +30,10 @@ from benchlib import (
 from query import make_dataset, make_queries
 from scale import MemorySampler, Vectors, exact_top, kept_database, load, timed_searches
 
-from pglogic.compile import SearchOptions
-from pglogic.corpus import corpus_info, get_corpus
-from pglogic.db import connect
+from pglogic.engine.compile import SearchOptions
 from pglogic.query import parse
+from pglogic.store.corpus import corpus_info, get_corpus
+from pglogic.store.db import connect
 
 SHAPES = {"1 term": '"t1"', "AND 3": '"t1" AND "t2" AND "t3"', "OR 3": '"t1" OR "t2" OR "t3"',
           "NOT 3": '"t1" AND "t2" AND NOT "t3"'}  # fmt: skip

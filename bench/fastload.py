@@ -1,7 +1,7 @@
-"""Prototype of a faster ``pglogic.ingest.ingest_records`` (measured by ``bench/ingest.py``).
+"""Prototype of a faster ``pglogic.store.ingest.ingest_records`` (measured by ``bench/ingest.py``).
 
 Same contract as the library function (same hashes, same skip / update / insert decisions, one
-commit per batch, same :class:`~pglogic.ingest.IngestStats`; ``bench/ingest.py`` checks that it
+commit per batch, same :class:`~pglogic.store.ingest.IngestStats`; ``bench/ingest.py`` checks that it
 leaves identical rows). Changes:
 
 1. **Client encoding.** Every hash input is computed once per record (the library computes
@@ -40,10 +40,10 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from pglogic.corpus import Corpus
-from pglogic.db import Connection
-from pglogic.ingest import _COLUMNS, IngestStats, _batches
-from pglogic.readers import Record
+from pglogic.engine.source import Corpus
+from pglogic.store.db import Connection
+from pglogic.store.ingest import _COLUMNS, IngestStats, _batches
+from pglogic.store.readers import Record
 
 _T = TypeVar("_T")
 

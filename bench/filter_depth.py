@@ -25,11 +25,11 @@ from benchlib import DEFAULT_HOME, RESULTS_DIR, machine_line, md_table, server_d
 from query import make_dataset, make_queries
 from scale import FILTERS, Vectors, kept_database, shapes, timed_searches
 
-from pglogic.compile import SearchOptions
-from pglogic.corpus import get_corpus
-from pglogic.db import connect
+from pglogic.engine.compile import SearchOptions
 from pglogic.query import parse
-from pglogic.search import search
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.search import search
 
 SHAPES = ("NOT 2", "AND 2", "NOT 3", "AND 3", "AND 5", "NOT 8")
 PLAN = {"10%": ((10, 100), (10, 20, 50, 100, 200, 400, 1000)), "1%": ((10,), (50, 100, 200, 400))}

@@ -22,9 +22,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, machine_line
 
-from pglogic import compile as compile_module
-from pglogic.compile import SearchOptions, compile_query
-from pglogic.corpus import Corpus
+from pglogic.engine import compile as compile_module
+from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.source import Corpus
 from pglogic.query import parse, terms
 
 CORPUS = Corpus(1, "c", "corpus_1", "m", 384, "cosine", "embedding", None, None)

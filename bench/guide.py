@@ -6,15 +6,15 @@ Pure NumPy, no database. Per corpus size (``query.make_dataset(size, 11, kind="m
 and query shape (AND / OR / NOT of 2, 3, 5, 8 terms as in ``scale.shapes``, NOT n = the first
 half of the terms positive, and ``("t1" OR "t2") AND NOT "t3"``), ``--queries`` term-vector
 maps from ``query.make_queries`` (seed 11 + 1000 + shape index), the exact top 10 of the
-formula (``pglogic.operators.evaluate_numpy`` over all vectors, ``--family``) and:
+formula (``pglogic.engine.operators.evaluate_numpy`` over all vectors, ``--family``) and:
 
 * depth needed: the smallest per-list depth at which the union of the candidate lists holds
   all 10, for (a) one exact nearest-neighbour list per positive term, (b) those lists plus the
-  list of the guide vector (``pglogic.guide.guide_vector``), (c) the guide list alone:
+  list of the guide vector (``pglogic.engine.guide.guide_vector``), (c) the guide list alone:
   p50 / p90 / max over the queries;
 * candidate recall: the mean fraction of the exact top 10 among the candidates at the
   library's default depths (per-term lists at ``default_depth(10, positive terms)``, the guide
-  list at ``max(that, default_depth(10, 4))``, as ``pglogic.compile.compile_query`` does);
+  list at ``max(that, default_depth(10, 4))``, as ``pglogic.engine.compile.compile_query`` does);
 * the time of ``guide_vector`` per query (p50, max).
 
 Lists are exact (ranks by brute force), so HNSW error is excluded. Results:
@@ -32,9 +32,9 @@ from benchlib import host, md_table, percentile, write_results
 from query import make_dataset, make_queries
 from scale import shapes
 
-from pglogic.compile import default_depth, guide_depth
-from pglogic.guide import guide_vector
-from pglogic.operators import evaluate_numpy
+from pglogic.engine.compile import default_depth, guide_depth
+from pglogic.engine.guide import guide_vector
+from pglogic.engine.operators import evaluate_numpy
 from pglogic.query import parse, positive_terms, terms
 
 ORDER = ("AND 2", "OR 2", "AND 3", "OR 3", "NOT 2", "NOT 3", "mixed 3", "NOT 5", "AND 8",
@@ -128,7 +128,7 @@ def main() -> None:
             " score best on the whole formula. The lists are exact nearest-neighbour lists"
             " (brute force), so HNSW error is excluded: what remains is how far the best"
             " *combinations* sit from every single term. *terms*: one list per positive term;"
-            " *terms+guide*: plus the list of `pglogic.guide.guide_vector`; *guide*: that list"
+            " *terms+guide*: plus the list of `pglogic.engine.guide.guide_vector`; *guide*: that list"
             " alone. **Recall** is the mean fraction of the exact top 10 among the candidates at"
             " the library's default depths (per-term `default_depth(10, positive terms)`, guide"
             " `max(that, default_depth(10, 4))`). Where the per-term depth needed exceeds the"

@@ -10,7 +10,7 @@ and measures what it saves. Per (shape, k), on the same queries in rotating orde
 * ``terms+guide``: ``term_scans=True``, the plan before: one HNSW scan per positive term
   (depth ``default_depth``) plus the guide's (``guide_depth``);
 * ``auto``: the default: the guide's scan alone at twice its depth where
-  :func:`pglogic.compile.guide_suffices` (no positive OR), else ``terms+guide``;
+  :func:`pglogic.engine.compile.guide_suffices` (no positive OR), else ``terms+guide``;
 * ``guide``: ``term_scans=False``: the guide's scan alone for every shape (OR too);
 * ``floor``: one plain HNSW query per positive term at the ``terms+guide`` plan's depth and
   ``ef_search``, summed: what ``bench/scale.py`` calls the floor;
@@ -53,11 +53,11 @@ from scale import (
     shapes,
 )
 
-from pglogic.compile import SearchOptions
-from pglogic.corpus import get_corpus
-from pglogic.db import connect
+from pglogic.engine.compile import SearchOptions
 from pglogic.query import parse, positive_terms
-from pglogic.search import search
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.search import search
 
 PLANS: dict[str, dict[str, Any]] = {
     "terms+guide": {"term_scans": True},
@@ -73,10 +73,10 @@ def real_part(base: str) -> tuple[list[dict[str, Any]], list[str]]:
     from benchlib import SHARED_DATA
     from psycopg.conninfo import make_conninfo
 
-    from pglogic.compile import guide_suffices
-    from pglogic.derive import derive_queries
-    from pglogic.embed import get_query_embedder
-    from pglogic.evaldata import load_dataset
+    from pglogic.embed.registry import get_query_embedder
+    from pglogic.engine.compile import guide_suffices
+    from pglogic.eval.data import load_dataset
+    from pglogic.eval.derive import derive_queries
 
     rows: list[dict[str, Any]] = []
     with connect(make_conninfo(base, dbname="bench_quality")) as conn:

@@ -4,22 +4,22 @@
 
 Sections (each measured on its own):
 
-- **embed**: the real all-MiniLM-L6-v2 (``pglogic.embed.get_embedder``) on the first
+- **embed**: the real all-MiniLM-L6-v2 (``pglogic.embed.registry.get_embedder``) on the first
   ``--embed-docs`` Reuters-21578 documents (title + text, as ingest embeds them) at batch sizes
   32/64/128, and on single sentences split from them; plus an end-to-end ``ingest_path`` of
   Reuters with the model (model-bound).
-- **load**: ``pglogic.ingest.ingest_records`` (binary COPY into staging + upsert, one commit per
+- **load**: ``pglogic.store.ingest.ingest_records`` (binary COPY into staging + upsert, one commit per
   batch) of ``--rows`` records with precomputed random 384-d unit vectors (``embedder=None``),
   Reuters texts and metadata cycled with unique ids, per batch size; then the same records again
   (all unchanged: must be skipped). Goal: >= 20,000 rows/s.
 - **diagnosis**: cProfile of the library path, table-layout experiments (pgvector's default
   ``STORAGE EXTERNAL``, ``toast_tuple_target``) and the prototype in ``bench/fastload.py``.
-- **hnsw**: ``pglogic.corpus.build_index`` (m=16, ef_construction=64) on the loaded corpus.
+- **hnsw**: ``pglogic.store.corpus.build_index`` (m=16, ef_construction=64) on the loaded corpus.
 
 Results: ``bench/results/ingest.json`` and ``bench/results/ingest.md``.
 
 ``--providers`` runs only the embedding throughput of every local model
-(``pglogic.embed.MODELS``: the passage side ingest uses, prefixes included) on the same Reuters
+(``pglogic.embed.registry.MODELS``: the passage side ingest uses, prefixes included) on the same Reuters
 documents and sentences at batch sizes 8/32/64/128, one ``embed()`` call per batch:
 ``bench/results/embed_providers.{json,md}``.
 """
@@ -55,17 +55,11 @@ from benchlib import (
 from fastload import Phases, fast_ingest_records
 from psycopg import sql
 
-from pglogic.corpus import (
-    Corpus,
-    build_index,
-    corpus_info,
-    create_corpus,
-    drop_corpus,
-    get_corpus,
-)
-from pglogic.db import connect
-from pglogic.ingest import ingest_path, ingest_records
-from pglogic.readers import Record
+from pglogic.engine.source import Corpus
+from pglogic.store.corpus import build_index, corpus_info, create_corpus, drop_corpus, get_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_path, ingest_records
+from pglogic.store.readers import Record
 
 GOAL_ROWS_PER_S = 20_000
 TOAST_TARGET = 8160
@@ -163,7 +157,7 @@ def bench_embed(
     docs: list[dict[str, Any]], n_docs: int, n_sentences: int, batch_sizes: list[int]
 ) -> dict[str, Any]:
     """Documents/s and sentences/s of the real model at several batch sizes."""
-    from pglogic.embed import get_embedder
+    from pglogic.embed.registry import get_embedder
 
     with timer() as t_load:
         emb = get_embedder(MODEL).engine  # the sentence-transformers model, no prefix
@@ -224,7 +218,7 @@ def bench_providers(
     docs: list[dict[str, Any]], n_docs: int, n_sentences: int, specs: list[str]
 ) -> list[dict[str, Any]]:
     """Documents/s and sentences/s of each model's passage side, one ``embed()`` per batch."""
-    from pglogic.embed import get_embedder
+    from pglogic.embed.registry import get_embedder
 
     texts = [Record(d["id"], d["text"], d.get("title") or None).embed_text for d in docs[:n_docs]]
     sentences = [s for t in texts for s in split_sentences(t)][:n_sentences]
@@ -273,7 +267,7 @@ def providers_markdown(rows: list[dict[str, Any]], machine_info: dict[str, Any])
 
 def bench_end_to_end(db_dsn: str, n_docs: int) -> dict[str, Any]:
     """``ingest_path`` of the Reuters file with the real model (default batch size)."""
-    from pglogic.embed import get_embedder
+    from pglogic.embed.registry import get_embedder
 
     emb = get_embedder(MODEL)
     with connect(db_dsn) as conn:
@@ -462,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dsn = server_dsn(args.home, args.dsn)
     if args.providers:
-        from pglogic.embed import MODELS
+        from pglogic.embed.registry import MODELS
 
         info = machine(dsn)
         idle_p = wait_idle(args.idle_wait)

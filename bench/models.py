@@ -6,7 +6,7 @@
 
 For each local model (``pglogic models list``: all-MiniLM-L6-v2, minilm-int8,
 multilingual-e5-small, all-mpnet-base-v2) and each shared dataset, runs
-:func:`pglogic.evaluate.evaluate_dataset` (the code path of ``pglogic eval``) with dense
+:func:`pglogic.eval.evaluate.evaluate_dataset` (the code path of ``pglogic eval``) with dense
 retrieval, the default engine, the engine with the dataset's own unsupervised calibration
 (``pglogic calibrate --from-corpus``: no labels) and the baselines, and records nDCG@10 and
 NegRecall@10 on queries with and without NOT. It also records each model's *score range*: the
@@ -34,12 +34,11 @@ from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table, server_ds
 from quality import database
 
 from pglogic import PgLogic
-from pglogic.calibration_store import truth_spec
-from pglogic.corpus import get_corpus
-from pglogic.derive import derive_queries
-from pglogic.embed import MODELS, get_query_embedder
-from pglogic.evaldata import load_dataset
-from pglogic.evaluate import (
+from pglogic.embed.registry import MODELS, get_query_embedder
+from pglogic.engine.operators import DEFAULT_FAMILY, resolve_family
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.evaluate import (
     DENSE,
     HEADLINE,
     calibrate_dataset,
@@ -48,9 +47,10 @@ from pglogic.evaluate import (
     with_not,
     without_not,
 )
-from pglogic.metrics import aggregate
-from pglogic.operators import DEFAULT_FAMILY, resolve_family
+from pglogic.eval.metrics import aggregate
 from pglogic.query import terms
+from pglogic.store.calibration_store import truth_spec
+from pglogic.store.corpus import get_corpus
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704", "limit_small")
 SHORT = {"reuters21578": "Reuters", "stackexchange_cooking_robotics": "Stack Exchange",

@@ -32,16 +32,16 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, SHARED_DATA, host, server_dsn
 
-from pglogic.corpus import get_corpus
-from pglogic.db import connect
-from pglogic.derive import derive_queries
-from pglogic.embed import get_query_embedder
-from pglogic.evaldata import load_dataset
-from pglogic.evaluate import corpus_embeddings, with_not
-from pglogic.metrics import aggregate, evaluate_run
-from pglogic.operators import evaluate_numpy
+from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.operators import evaluate_numpy
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.evaluate import corpus_embeddings, with_not
+from pglogic.eval.metrics import aggregate, evaluate_run
+from pglogic.eval.report import clean_json, md_table
 from pglogic.query import negated_only_terms, terms
-from pglogic.report import clean_json, md_table
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 Map = Callable[[np.ndarray], np.ndarray]

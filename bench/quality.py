@@ -1,6 +1,6 @@
 """Retrieval quality on every shared dataset: ``pglogic eval`` per dataset plus one summary.
 
-Runs :func:`pglogic.evaluate.evaluate_dataset` (the code path of ``pglogic eval``) on each
+Runs :func:`pglogic.eval.evaluate.evaluate_dataset` (the code path of ``pglogic eval``) on each
 directory of ``../shared/data`` and writes ``bench/quality/<dataset>/results.{md,json}`` and its
 plots, then ``bench/quality/summary.{md,json}``: the headline numbers of every dataset (the
 default engine ``pglogic[product-max]`` against dense retrieval and the baselines, queries with and
@@ -27,11 +27,10 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, machine_line, server_dsn
 
-from pglogic import PgLogic, migrate
-from pglogic.calibration_store import truth_spec
-from pglogic.derive import derive_queries
-from pglogic.evaldata import load_dataset
-from pglogic.evaluate import (
+from pglogic import PgLogic
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.evaluate import (
     DENSE,
     HEADLINE,
     calibrate_dataset,
@@ -39,8 +38,10 @@ from pglogic.evaluate import (
     with_not,
     without_not,
 )
-from pglogic.metrics import aggregate
-from pglogic.report import breakdown, clean_json, key_methods, md_table, targets, write_report
+from pglogic.eval.metrics import aggregate
+from pglogic.eval.report import breakdown, clean_json, key_methods, md_table, targets, write_report
+from pglogic.store import migrate
+from pglogic.store.calibration_store import truth_spec
 
 OUT = Path(__file__).resolve().parent / "quality"
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704", "limit_small")

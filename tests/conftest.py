@@ -63,7 +63,7 @@ def _start_server() -> tuple[Server, Any]:
         if os.environ.get("CI"):
             pytest.fail(f"Database tests cannot run in CI: {reason}")
         pytest.skip(reason)
-    from pglogic import server
+    from pglogic.store import server
 
     home = Path(tempfile.mkdtemp(prefix="pglt-", dir="/tmp"))
     return Server(server.ensure_running(home)), home
@@ -73,7 +73,7 @@ def _start_server() -> tuple[Server, Any]:
 def pg_server() -> Iterator[Server]:
     """The session's Postgres server with a migrated template database."""
     srv, home = _start_server()
-    from pglogic import migrate
+    from pglogic.store import migrate
 
     tmpl = srv.janitor(TEMPLATE_DB)
     tmpl.drop()
@@ -82,7 +82,7 @@ def pg_server() -> Iterator[Server]:
     yield srv
     tmpl.drop()
     if home is not None:
-        from pglogic import server
+        from pglogic.store import server
 
         server.stop(home)
         shutil.rmtree(home, ignore_errors=True)
@@ -113,7 +113,7 @@ def empty_dsn(pg_server: Server) -> Iterator[str]:
 @pytest.fixture
 def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection (vector types registered) to a fresh migrated database."""
-    from pglogic.db import connect
+    from pglogic.store.db import connect
 
     with connect(dsn) as c:
         yield c
@@ -122,7 +122,7 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
 @pytest.fixture(scope="session")
 def minilm() -> Any:
     """The real all-MiniLM-L6-v2 embedder (loaded once per session)."""
-    from pglogic.embed import get_embedder
+    from pglogic.embed.registry import get_embedder
 
     return get_embedder("all-MiniLM-L6-v2")
 

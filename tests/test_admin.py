@@ -11,16 +11,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pglogic import PgLogic, admin
-from pglogic.admin import AdminError
-from pglogic.compile import SearchOptions
-from pglogic.corpus import build_index, create_corpus, get_corpus
-from pglogic.db import Connection, connect
-from pglogic.embed import get_embedder, get_query_embedder
+from pglogic import PgLogic
+from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.engine.compile import SearchOptions
 from pglogic.errors import EmbeddingError, InvalidInput, UnknownCorpus
-from pglogic.ingest import ingest_records
-from pglogic.readers import Record
-from pglogic.search import search
+from pglogic.store import admin
+from pglogic.store.admin import AdminError
+from pglogic.store.corpus import build_index, create_corpus, get_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import search
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
@@ -342,8 +343,9 @@ def test_cli_embedding_commands(
     dsn: str, db: Connection, minilm: Any, capsys: Any, monkeypatch: Any
 ) -> None:
     from pglogic import cli as cli_module
+    from pglogic.cli import ui
 
-    monkeypatch.setattr(cli_module.console, "_width", 200)  # keep rich from wrapping lines
+    monkeypatch.setattr(ui.console, "_width", 200)  # keep rich from wrapping lines
 
     def run(*args: str, code: int = 0) -> str:
         with pytest.raises(SystemExit) as exc:

@@ -13,8 +13,9 @@ from alembic.config import Config
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import URL
 
-from pglogic import admin, migrate
-from pglogic.alembic_ops import (
+from pglogic.embed.registry import get_embedder
+from pglogic.errors import SchemaError
+from pglogic.integrations.alembic_ops import (
     AddCorpusEmbeddingOp,
     AlembicOpError,
     CreateCorpusHnswIndexOp,
@@ -24,12 +25,11 @@ from pglogic.alembic_ops import (
     DropCorpusOp,
     SwitchCorpusEmbeddingOp,
 )
-from pglogic.corpus import get_corpus
-from pglogic.db import connect
-from pglogic.embed import get_embedder
-from pglogic.errors import SchemaError
-from pglogic.ingest import ingest_records
-from pglogic.readers import Record
+from pglogic.store import admin, migrate
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
 
 A = "all-MiniLM-L6-v2"
 B = "sentence-transformers/all-MiniLM-L6-v2"
@@ -38,7 +38,7 @@ ENV_PY = """
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-import pglogic.alembic_ops  # noqa: F401  (registers op.create_corpus & co.)
+import pglogic.integrations.alembic_ops  # noqa: F401  (registers op.create_corpus & co.)
 
 config = context.config
 engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
@@ -83,7 +83,7 @@ REVISIONS = {
     "a3": (
         "a2",
         """
-        from pglogic.alembic_ops import SwitchCorpusEmbeddingOp
+        from pglogic.integrations.alembic_ops import SwitchCorpusEmbeddingOp
 
         SWITCH = SwitchCorpusEmbeddingOp(
             "news", "sentence-transformers/all-MiniLM-L6-v2", from_model="all-MiniLM-L6-v2"

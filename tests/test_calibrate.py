@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pglogic.calibrate import Calibration, fit_corpus, fit_logistic, label_pairs
+from pglogic.eval.calibrate import Calibration, fit_corpus, fit_logistic, label_pairs
 
 
 def _logistic_sample(

@@ -1,4 +1,4 @@
-"""Stored calibrations (migration 0004): the table, pglogic.calibration_store, truth "calibrated"
+"""Stored calibrations (migration 0004): the table, pglogic.store.calibration_store, truth "calibrated"
 in Python and in ``pglogic.search()``, the unsupervised fit from a corpus, and the CLI.
 
 Corpora here are tiny and hand-made (8-d vectors drawn with a fixed seed, model names that are no
@@ -25,9 +25,17 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from pglogic import PgLogic
-from pglogic.calibrate import Calibration, fit_corpus
-from pglogic.calibrate_corpus import MIN_TERMS, fit_from_corpus, read_terms
-from pglogic.calibration_store import (
+from pglogic.cli import cli
+from pglogic.cli.ui import console
+from pglogic.engine.compile import SearchOptions
+from pglogic.engine.operators import resolve_truth, sigmoid_truth, to_sql
+from pglogic.engine.render import search_json, vector_literal
+from pglogic.engine.source import Corpus
+from pglogic.errors import ConfigError, EmbeddingError, InvalidInput, PglogicError, UnknownCorpus
+from pglogic.eval.calibrate import Calibration, fit_corpus
+from pglogic.eval.calibrate_corpus import MIN_TERMS, fit_from_corpus, read_terms
+from pglogic.query import parse
+from pglogic.store.calibration_store import (
     delete_calibration,
     list_calibrations,
     load_calibration,
@@ -36,15 +44,9 @@ from pglogic.calibration_store import (
     save_calibration,
     truth_spec,
 )
-from pglogic.cli import cli, console
-from pglogic.compile import SearchOptions
-from pglogic.corpus import Corpus, create_corpus, drop_corpus, get_corpus
-from pglogic.errors import ConfigError, EmbeddingError, InvalidInput, PglogicError, UnknownCorpus
-from pglogic.operators import resolve_truth, sigmoid_truth, to_sql
-from pglogic.query import parse
-from pglogic.render import search_json, vector_literal
-from pglogic.search import search
-from pglogic.term_cache import cache_terms
+from pglogic.store.corpus import create_corpus, drop_corpus, get_corpus
+from pglogic.store.search import search
+from pglogic.store.term_cache import cache_terms
 
 pytestmark = pytest.mark.db
 
@@ -403,7 +405,7 @@ def test_fit_from_a_terms_list_and_from_the_term_cache(conn: Conn, tmp_path: Pat
     assert fit.calibration.method == "corpus"
     assert fit.calibration.tau == pytest.approx(expected.tau, abs=1e-6)
     assert fit.calibration.lam == pytest.approx(expected.lam, rel=1e-4)
-    # the same terms from pglogic.term_cache (their stored vectors, no model)
+    # the same terms from pglogic.store.term_cache (their stored vectors, no model)
     cache_terms(conn, corpus, TERMS, embedder=emb)
     cached = fit_from_corpus(conn, corpus)
     assert cached.cached and cached.terms == sorted(TERMS)
@@ -422,7 +424,7 @@ def test_fit_from_corpus_errors(conn: Conn) -> None:
     with pytest.raises(InvalidInput) as info:
         fit_from_corpus(conn, corpus)
     assert str(info.value) == (
-        "Only 0 terms are cached for model 'hand-8d' (pglogic.term_cache); an unsupervised "
+        "Only 0 terms are cached for model 'hand-8d' (pglogic.store.term_cache); an unsupervised "
         "calibration needs at least 5: give a file of terms, one per line (--terms FILE)"
     )
     with pytest.raises(InvalidInput) as info:
@@ -467,7 +469,7 @@ def test_cli_save_list_delete_from_corpus(
     assert "Use: --truth calibrated" in res.output
 
     # a terms file, embedded with the corpus's model (here the hand-made one), for one corpus
-    monkeypatch.setattr("pglogic.term_cache.get_query_embedder", lambda _m: HandEmbedder())
+    monkeypatch.setattr("pglogic.store.term_cache.get_query_embedder", lambda _m: HandEmbedder())
     terms = tmp_path / "terms.txt"
     terms.write_text("\n".join(TERMS[:5]) + "\n")
     res = invoke(dsn, "calibrate", "--from-corpus", "tiny", "--terms", str(terms),

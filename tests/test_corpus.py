@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pglogic import PgLogic
-from pglogic.db import connect
 from pglogic.errors import CorpusExists, EmbeddingError, InvalidInput, SchemaError, UnknownCorpus
+from pglogic.store.db import connect
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 

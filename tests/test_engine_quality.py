@@ -18,13 +18,14 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pglogic.compile import SearchOptions, compile_query
-from pglogic.corpus import Corpus, build_index, create_corpus
-from pglogic.db import connect
-from pglogic.ingest import ingest_path
+from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.source import Corpus
 from pglogic.query import parse, terms
-from pglogic.readers import FieldMap
-from pglogic.search import execute
+from pglogic.store.corpus import build_index, create_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_path
+from pglogic.store.readers import FieldMap
+from pglogic.store.search import execute
 from tests.conftest import uses_hnsw
 
 pytestmark = [pytest.mark.db, pytest.mark.model]

@@ -14,13 +14,14 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pglogic.baselines import QUERY_VECTOR, compile_decomposed, geometric_vector, single_vector
-from pglogic.corpus import Corpus, build_index, create_corpus
-from pglogic.db import connect
-from pglogic.ingest import ingest_records
+from pglogic.engine.source import Corpus
+from pglogic.eval.baselines import QUERY_VECTOR, compile_decomposed, geometric_vector, single_vector
 from pglogic.query import And, Node, Not, Or, Term, parse, terms
-from pglogic.readers import Record
-from pglogic.search import execute
+from pglogic.store.corpus import build_index, create_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import execute
 from tests.conftest import run_cli
 
 # -- geometric baseline (pure) -----------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""Tests of the guide vector (pglogic.guide): the direction of the extra candidate scan."""
+"""Tests of the guide vector (pglogic.engine.guide): the direction of the extra candidate scan."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pglogic.guide import guide_vector
-from pglogic.operators import evaluate_numpy
+from pglogic.engine.guide import guide_vector
+from pglogic.engine.operators import evaluate_numpy
 from pglogic.query import parse, positive_terms, terms
 
 RNG = np.random.default_rng(7)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from pglogic import PgLogic
-from pglogic.db import connect
 from pglogic.errors import InvalidInput
-from pglogic.readers import FieldMap
+from pglogic.store.db import connect
+from pglogic.store.readers import FieldMap
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 

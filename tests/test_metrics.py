@@ -1,4 +1,4 @@
-"""Retrieval metrics (pglogic.metrics) on hand-computed cases; no database."""
+"""Retrieval metrics (pglogic.eval.metrics) on hand-computed cases; no database."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import pytrec_eval
 from scipy.stats import wilcoxon
 
-from pglogic.metrics import METRICS, Paired, aggregate, evaluate_run, mean, paired_test
+from pglogic.eval.metrics import METRICS, Paired, aggregate, evaluate_run, mean, paired_test
 
 
 def test_metric_names_in_order() -> None:

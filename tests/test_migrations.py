@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pglogic import migrate
-from pglogic.db import connect
+from pglogic.store import migrate
+from pglogic.store.db import connect
 
 pytestmark = pytest.mark.db
 

@@ -18,8 +18,8 @@ import pytest
 from conftest import run_cli
 from openai_stub import ChatServer, Reply
 
-from pglogic.nl_eval import NL_METHODS, QUESTION_SYSTEM, REASONING_SYSTEM
-from pglogic.rewrite import SYSTEM_PROMPT
+from pglogic.eval.nl import NL_METHODS, QUESTION_SYSTEM, REASONING_SYSTEM
+from pglogic.llm.rewrite import SYSTEM_PROMPT
 
 ASKED = "Which documents match "
 

@@ -1,4 +1,4 @@
-"""NSFL operators (pglogic.nsfl) against hand-computed values: the paper's six templates, each
+"""NSFL operators (pglogic.engine.nsfl) against hand-computed values: the paper's six templates, each
 branch of each trigger, and pglogic's generalisation to any tree. Pure: no database (the SQL face
 runs in tests/test_modes.py)."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from pglogic.nsfl import (
+from pglogic.engine.nsfl import (
     EPSILON,
     LayeredSql,
     evaluate_nsfl,

@@ -19,9 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-import pglogic.operators as ops
-from pglogic.errors import ConfigError, PglogicError
-from pglogic.operators import (
+import pglogic.engine.operators as ops
+from pglogic.engine.operators import (
     AND_OPS,
     NOT_OPS,
     OR_OPS,
@@ -34,6 +33,7 @@ from pglogic.operators import (
     resolve_truth,
     to_sql,
 )
+from pglogic.errors import ConfigError, PglogicError
 from pglogic.query import And, Node, Not, Or, Term, parse
 
 ALL_FAMILIES = [*PRESETS.values(), *itlr_combinations()]

@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pglogic import PgLogic, model_store
-from pglogic.corpus import create_corpus, get_corpus
-from pglogic.db import connect
-from pglogic.embed import (
+from pglogic import PgLogic
+from pglogic.embed import model_store, registry
+from pglogic.embed.model_files import ModelChecksumError
+from pglogic.embed.model_store import PartsModel
+from pglogic.embed.onnx import MINILM_INT8_SHA256, OnnxEmbedder, locate
+from pglogic.embed.registry import (
     MODELS,
     CachedEmbedder,
     get_embedder,
@@ -37,13 +39,12 @@ from pglogic.embed import (
     register_provider,
     unregister_provider,
 )
-from pglogic.embed_onnx import MINILM_INT8_SHA256, OnnxEmbedder, locate
 from pglogic.errors import EmbeddingError
-from pglogic.ingest import ingest_records
-from pglogic.model_files import ModelChecksumError
-from pglogic.model_store import PartsModel
-from pglogic.readers import Record
-from pglogic.search import search
+from pglogic.store.corpus import create_corpus, get_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import search
 from tests.conftest import SHARED_DATA, run_cli, uses_hnsw
 
 LOCAL = ["all-MiniLM-L6-v2", "minilm-int8", "multilingual-e5-small"]
@@ -152,7 +153,7 @@ def test_openai_provider_is_registered_lazily(monkeypatch: pytest.MonkeyPatch) -
         8,
         "OpenAIEmbedder",
     )
-    from pglogic import embed
+    from pglogic.embed import registry as embed
 
     # registering a provider again forgets its models (this one's endpoint came from the env)
     register_provider("openai", embed._openai)
@@ -197,7 +198,7 @@ def test_each_local_model_loads_and_embeds(spec: str) -> None:
 def test_mpnet_from_its_pypi_parts() -> None:
     path = _mpnet_dir()
     model_store.verify("all-mpnet-base-v2", path)
-    assert model_store.model_status("all-mpnet-base-v2") == (True, str(path))
+    assert registry.model_status("all-mpnet-base-v2") == (True, str(path))
     _check_semantics("all-mpnet-base-v2", 768)
 
 

@@ -18,17 +18,17 @@ from psycopg import errors, sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from pglogic import corpus as corpora
-from pglogic import migrate
 from pglogic.api import PgLogic
-from pglogic.calibrate import Calibration
-from pglogic.calibration_store import delete_calibration, save_calibration
-from pglogic.compile import SearchOptions
-from pglogic.db import connect
+from pglogic.engine.compile import SearchOptions
+from pglogic.engine.render import search_json
+from pglogic.eval.calibrate import Calibration
 from pglogic.query import parse
-from pglogic.render import search_json
-from pglogic.search import search
-from pglogic.term_cache import cache_terms
+from pglogic.store import corpus as corpora
+from pglogic.store import migrate
+from pglogic.store.calibration_store import delete_calibration, save_calibration
+from pglogic.store.db import connect
+from pglogic.store.search import search
+from pglogic.store.term_cache import cache_terms
 from tests.conftest import TEMPLATE_DB, Server
 
 pytestmark = pytest.mark.db
@@ -154,7 +154,7 @@ WRITES = [
     "DROP TABLE {t}",
     "UPDATE pglogic.corpora SET description = 'hacked'",
     "DELETE FROM pglogic.embeddings",
-    "INSERT INTO pglogic.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
+    "INSERT INTO pglogic.store.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
     "INSERT INTO pglogic.calibration (model, tau, lam, method) VALUES ('m', 0.2, 10, 'corpus')",
     "DELETE FROM pglogic.calibration",
     "DELETE FROM pglogic_alembic_version",

@@ -13,16 +13,17 @@ import numpy as np
 import psycopg
 import pytest
 
-import pglogic.render
-from pglogic.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.corpus import Corpus, get_corpus
-from pglogic.db import connect
-from pglogic.embed import get_query_embedder
+import pglogic.engine.render
+from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.filters import parse_filter
+from pglogic.engine.render import json_tree, render, search_json, vector_literal
+from pglogic.engine.source import Corpus
 from pglogic.errors import InvalidInput, QueryError
-from pglogic.filters import parse_filter
 from pglogic.query import parse
-from pglogic.render import json_tree, render, search_json, vector_literal
-from pglogic.search import Hit, search
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.search import Hit, search
 from tests.conftest import Server, reuters_database, run_cli
 
 SAMPLE = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
@@ -42,7 +43,7 @@ def compiled_for(query: str, **kw: Any) -> CompiledQuery:
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(pglogic.render)
+    result = doctest.testmod(pglogic.engine.render)
     assert result.failed == 0 and result.attempted > 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pglogic import PgLogic
-from pglogic.db import connect
+from pglogic.store.db import connect
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 

@@ -14,12 +14,12 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from psycopg import sql
 
-from pglogic import admin, migrate
-from pglogic.corpus import build_index, create_corpus, get_corpus
-from pglogic.db import Connection, connect
-from pglogic.embed import get_embedder
-from pglogic.ingest import ingest_records
-from pglogic.readers import Record
+from pglogic.embed.registry import get_embedder
+from pglogic.store import admin, migrate
+from pglogic.store.corpus import build_index, create_corpus, get_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
 from tests.test_alembic_ops import make_env
 
 pytestmark = [pytest.mark.db, pytest.mark.model]

@@ -1,7 +1,7 @@
-"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.search, the term cache.
+"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.store.search, the term cache.
 
-The operators are checked against their NumPy faces on a grid; ``pglogic.search`` is checked
-against the Python path (``pglogic.search.search``) on 200 real Reuters documents embedded with
+The operators are checked against their NumPy faces on a grid; ``pglogic.store.search`` is checked
+against the Python path (``pglogic.store.search.search``) on 200 real Reuters documents embedded with
 all-MiniLM-L6-v2: same ids in the same order, scores and similarities to 1e-9.
 """
 
@@ -20,18 +20,30 @@ import pytest
 from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
-from pglogic import migrate
-from pglogic.calibrate import Calibration
-from pglogic.calibration_store import delete_calibration, resolve_stored_truth, save_calibration
-from pglogic.compile import SearchOptions, compile_query
-from pglogic.corpus import get_corpus
-from pglogic.db import connect
+from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.operators import (
+    AND_OPS,
+    NOT_OPS,
+    OR_OPS,
+    TRUTH_MAPS,
+    resolve_family,
+    resolve_truth,
+)
+from pglogic.engine.render import json_tree, search_json
 from pglogic.errors import PglogicError
-from pglogic.operators import AND_OPS, NOT_OPS, OR_OPS, TRUTH_MAPS, resolve_family, resolve_truth
+from pglogic.eval.calibrate import Calibration
 from pglogic.query import parse
-from pglogic.render import json_tree, search_json
-from pglogic.search import Hit, search, to_tree
-from pglogic.term_cache import cache_terms, cached_terms, uncache_terms
+from pglogic.resources import resource_dir
+from pglogic.store import migrate
+from pglogic.store.calibration_store import (
+    delete_calibration,
+    resolve_stored_truth,
+    save_calibration,
+)
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.search import Hit, search, to_tree
+from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
 from tests.conftest import Server, reuters_database
 
 pytestmark = pytest.mark.db
@@ -169,7 +181,7 @@ def test_operator_functions_nulls_and_errors(conn: Conn) -> None:
     assert {(v, par) for _, v, par in marks} == {("i", "s")}
 
 
-# -- pglogic.search: parity with the Python compiler ------------------------------------------------
+# -- pglogic.store.search: parity with the Python compiler ------------------------------------------------
 
 QUERIES = [
     '"oil prices" AND "opec"',
@@ -399,7 +411,7 @@ def test_term_cache_path_ranks_like_python(news: Conn, fixed: FixedEmbedder) -> 
     assert uncache_terms(news, corpus.model, ["mining"]) == 1
     exc = sql_error(news, "news", {"tree": json_tree(tree)})
     assert message(exc) == (
-        "Term 'mining' has no vector and is not in pglogic.term_cache for model 'all-MiniLM-L6-v2'"
+        "Term 'mining' has no vector and is not in pglogic.store.term_cache for model 'all-MiniLM-L6-v2'"
     )
     uncache_terms(news, corpus.model)
     assert cached_terms(news, corpus.model) == []
@@ -513,7 +525,7 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         with connect(dsn) as c:
             row = c.execute(
                 "SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = 'pglogic'::regnamespace),"
-                " to_regclass('pglogic.term_cache') IS NOT NULL,"
+                " to_regclass('pglogic.store.term_cache') IS NOT NULL,"
                 " has_schema_privilege('pglogic_reader', 'pglogic', 'USAGE')"
             ).fetchone()
         assert row is not None
@@ -596,9 +608,8 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
 
 
 def test_sql_files_ship_in_the_package() -> None:
-    from importlib import resources
 
-    names = {p.name for p in (resources.files("pglogic") / "sql").iterdir()}
+    names = {p.name for p in resource_dir("sql").iterdir()}
     assert {"operators.sql", "search.sql", "reader.sql"} <= names
 
 

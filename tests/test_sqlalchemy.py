@@ -22,9 +22,9 @@ from sqlalchemy.orm import (
 )
 
 from pglogic import PgLogic
-from pglogic.operators import evaluate_numpy, resolve_family
+from pglogic.engine.operators import evaluate_numpy, resolve_family
+from pglogic.integrations.sqlalchemy import execute, execute_async, logical_search, url_from_dsn
 from pglogic.query import parse
-from pglogic.sqlalchemy import execute, execute_async, logical_search, url_from_dsn
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 

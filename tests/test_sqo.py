@@ -1,4 +1,4 @@
-"""Spherical query optimisation (pglogic.sqo): optimum against grid search on the circle, the
+"""Spherical query optimisation (pglogic.engine.sqo): optimum against grid search on the circle, the
 paper's stopping rules, determinism. Pure: no database (tests/test_modes.py runs the SQL)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pglogic.operators import evaluate_numpy
+from pglogic.engine.operators import evaluate_numpy
+from pglogic.engine.sqo import PAPER, Settings, optimise, sqo_vector
 from pglogic.query import parse
-from pglogic.sqo import PAPER, Settings, optimise, sqo_vector
 
 A = np.array([1.0, 0.0])
 B = np.array([np.cos(1.2), np.sin(1.2)])

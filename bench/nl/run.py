@@ -6,10 +6,10 @@ Needs the local model served (``pglogic llm fetch && pglogic llm serve``) or any
 
 Part A (``--part hand``): the hand-written questions of ``bench/nl/questions.jsonl`` are
 rewritten and compared with their gold formulas (exact and up to equivalence,
-:mod:`pglogic.nl_eval`), with fallback rate and rewrite latency.
+:mod:`pglogic.eval.nl`), with fallback rate and rewrite latency.
 
 Part B (``--part real``): per dataset, ``--not`` label-derived queries with NOT and ``--plain``
-without (seeded sample of :func:`pglogic.derive.derive_queries`); the LLM writes each formula as
+without (seeded sample of :func:`pglogic.eval.derive.derive_queries`); the LLM writes each formula as
 a question, the formula is discarded, and the question is searched by dense retrieval, a
 BRIGHT-style baseline (the LLM's passage about relevant documents, embedded) and pglogic with
 the LLM's rewrite; pglogic on the original formula and dense on its text are references.
@@ -37,10 +37,9 @@ sys.path.insert(0, str(HERE.parent))
 from benchlib import SHARED_DATA, host, md_table, percentile  # noqa: E402
 
 from pglogic import PgLogic  # noqa: E402
-from pglogic.derive import derive_queries  # noqa: E402
-from pglogic.evaldata import load_dataset  # noqa: E402
-from pglogic.llm import Completion, LLMConfig, get_client  # noqa: E402
-from pglogic.nl_eval import (  # noqa: E402
+from pglogic.eval.data import load_dataset  # noqa: E402
+from pglogic.eval.derive import derive_queries  # noqa: E402
+from pglogic.eval.nl import (  # noqa: E402
     BRIGHT,
     DENSE_GOLD,
     DENSE_Q,
@@ -55,8 +54,9 @@ from pglogic.nl_eval import (  # noqa: E402
     sample_queries,
     summarise_items,
 )
+from pglogic.llm.client import Completion, LLMConfig, get_client  # noqa: E402
+from pglogic.llm.rewrite import rewrite  # noqa: E402
 from pglogic.query import parse  # noqa: E402
-from pglogic.rewrite import rewrite  # noqa: E402
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 DSN = "postgresql://postgres:@/bench_quality?host=/tmp/plbench/pgdata"

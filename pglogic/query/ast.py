@@ -13,7 +13,7 @@ have the same structure, wherever they came from:
 
 ``And`` and ``Or`` are n-ary and hold at least two children. The parser flattens chains of the
 same operator (``"a" AND ("b" AND "c")`` is one ``And`` with three children); this is the
-canonical form, and every fuzzy operator in :mod:`pglogic.operators` is associative, so flattening
+canonical form, and every fuzzy operator in :mod:`pglogic.engine.operators` is associative, so flattening
 never changes a score.
 
 ``Term.text`` is never blank and never has surrounding whitespace; the constructors check the
@@ -32,10 +32,13 @@ __all__ = [
     "Not",
     "Or",
     "Term",
+    "flatten",
     "map_terms",
     "negated_only_terms",
     "positive_terms",
+    "quote_term",
     "terms",
+    "to_string",
 ]
 
 Span: TypeAlias = tuple[int, int]
@@ -47,8 +50,6 @@ class _NodeBase:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from pglogic.query.printer import to_string
-
         return to_string(cast("Node", self))
 
 
@@ -208,3 +209,55 @@ def map_terms(node: Node, fn: Callable[[str], str]) -> Node:
         return Not(map_terms(node.child, fn))
     children = tuple(map_terms(c, fn) for c in node.children)
     return And(children) if isinstance(node, And) else Or(children)
+
+
+def quote_term(text: str) -> str:
+    """Return ``text`` as a double-quoted query term, escaping ``\\`` and ``"``.
+
+    Example:
+        >>> print(quote_term('say "hi" \\\\o/'))
+        "say \\"hi\\" \\\\o/"
+    """
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def flatten(node: And | Or) -> list[Node]:
+    """Children of ``node`` with nested nodes of the same class spliced in.
+
+    Example:
+        >>> flatten(And((And((Term("a"), Term("b"))), Term("c"))))
+        [Term(text='a'), Term(text='b'), Term(text='c')]
+    """
+    result: list[Node] = []
+    stack: list[Node] = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        if type(child) is type(node):
+            assert isinstance(child, And | Or)
+            stack.extend(reversed(child.children))
+        else:
+            result.append(child)
+    return result
+
+
+def to_string(node: Node) -> str:
+    """Return the canonical text of a query tree.
+
+    Example:
+        >>> to_string(And((Or((Term("a"), Term("b"))), Not(Term("c")))))
+        '("a" OR "b") AND NOT "c"'
+        >>> to_string(Or((Term("a"), And((Term("b"), Term("c"))))))
+        '"a" OR "b" AND "c"'
+    """
+    if isinstance(node, Term):
+        return quote_term(node.text)
+    if isinstance(node, Not):
+        inner = to_string(node.child)
+        return f"NOT ({inner})" if isinstance(node.child, And | Or) else f"NOT {inner}"
+    if isinstance(node, And):
+        parts = [
+            f"({to_string(child)})" if isinstance(child, Or) else to_string(child)
+            for child in flatten(node)
+        ]
+        return " AND ".join(parts)
+    return " OR ".join(to_string(child) for child in flatten(node))

@@ -1,4 +1,5 @@
-"""Canonical printer: the inverse of :func:`~pglogic.query.parser.parse`.
+"""Printers: the canonical text (the inverse of :func:`~pglogic.query.parser.parse`, defined
+next to the nodes as ``str(node)`` uses it) and the natural-language text.
 
 Terms are always double-quoted (``"`` and ``\\`` escaped with a backslash), operators are upper
 case, tokens are separated by single spaces and parentheses appear only where precedence needs
@@ -17,56 +18,9 @@ directly inside an OR).
 
 from __future__ import annotations
 
-from pglogic.query.ast import And, Node, Not, Or, Term
+from pglogic.query.ast import And, Node, Not, Or, Term, flatten, quote_term, to_string
 
 __all__ = ["quote_term", "to_string", "to_text"]
-
-
-def quote_term(text: str) -> str:
-    """Return ``text`` as a double-quoted query term, escaping ``\\`` and ``"``.
-
-    Example:
-        >>> print(quote_term('say "hi" \\\\o/'))
-        "say \\"hi\\" \\\\o/"
-    """
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _flat(node: And | Or) -> list[Node]:
-    """Children of ``node`` with nested nodes of the same class spliced in."""
-    result: list[Node] = []
-    stack: list[Node] = list(reversed(node.children))
-    while stack:
-        child = stack.pop()
-        if type(child) is type(node):
-            assert isinstance(child, And | Or)
-            stack.extend(reversed(child.children))
-        else:
-            result.append(child)
-    return result
-
-
-def to_string(node: Node) -> str:
-    """Return the canonical text of a query tree.
-
-    Example:
-        >>> to_string(And((Or((Term("a"), Term("b"))), Not(Term("c")))))
-        '("a" OR "b") AND NOT "c"'
-        >>> to_string(Or((Term("a"), And((Term("b"), Term("c"))))))
-        '"a" OR "b" AND "c"'
-    """
-    if isinstance(node, Term):
-        return quote_term(node.text)
-    if isinstance(node, Not):
-        inner = to_string(node.child)
-        return f"NOT ({inner})" if isinstance(node.child, And | Or) else f"NOT {inner}"
-    if isinstance(node, And):
-        parts = [
-            f"({to_string(child)})" if isinstance(child, Or) else to_string(child)
-            for child in _flat(node)
-        ]
-        return " AND ".join(parts)
-    return " OR ".join(to_string(child) for child in _flat(node))
 
 
 def to_text(tree: Node) -> str:
@@ -91,10 +45,10 @@ def to_text(tree: Node) -> str:
         inner = to_text(tree.child)
         return f"not ({inner})" if isinstance(tree.child, And | Or) else f"not {inner}"
     if isinstance(tree, Or):
-        return " or ".join(to_text(child) for child in _flat(tree))
+        return " or ".join(to_text(child) for child in flatten(tree))
     parts: list[str] = []
     after_not = False
-    for i, child in enumerate(_flat(tree)):
+    for i, child in enumerate(flatten(tree)):
         if isinstance(child, Not):
             word = "not" if i == 0 else ("and not" if after_not else "but not")
             inner = to_text(child.child)

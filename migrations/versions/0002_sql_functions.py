@@ -1,0 +1,104 @@
+"""SQL functions for applications that are not Python, a term cache and a read-only role.
+
+Installs ``pglogic/sql/*.sql`` (shipped inside the package):
+
+* ``operators.sql``: the fuzzy operators as SQL functions (``pglogic.and_product(VARIADIC
+  double precision[])``, ``pglogic.or_max``, ``pglogic.not_complement(x)``,
+  ``pglogic.truth_clamp(s)``, ...), the same definitions as ``pglogic/operators.py``;
+* ``search.sql``: the table ``pglogic.term_cache`` and ``pglogic.search(corpus, query jsonb)``
+  (plus ``pglogic.search_plan``), which builds the same statement as the Python compiler;
+* ``reader.sql``: the role ``pglogic_reader`` (NOLOGIN, created if missing) with USAGE, SELECT,
+  EXECUTE and default privileges in schema ``pglogic``.
+
+Downgrading drops the functions and the term cache and revokes the grants; the role itself stays
+(roles belong to the whole cluster; other databases may use it).
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-29
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from pglogic.resources import sql_text
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+SQL_FILES = ("operators.sql", "search.sql", "reader.sql")
+
+FUNCTIONS = (
+    "pglogic.search_plan(text, jsonb)",
+    "pglogic.search(text, jsonb)",
+    "pglogic._plan(text, jsonb)",
+    "pglogic._score_sql(jsonb, text[], text[], text)",
+    "pglogic._collect_terms(jsonb, boolean, jsonb, integer)",
+    "pglogic._resolve_truth(jsonb)",
+    "pglogic._resolve_operators(jsonb)",
+    "pglogic._check_operator(text, text, text)",
+    "pglogic._bool_option(jsonb, text, boolean)",
+    "pglogic._int_option(jsonb, text, integer)",
+    "pglogic._show(jsonb)",
+    "pglogic._float_text(double precision)",  # search.sql since 0004; created here on a fresh install
+    "pglogic.and_product(double precision[])",
+    "pglogic.and_sum(double precision[])",
+    "pglogic.and_min(double precision[])",
+    "pglogic.and_lukasiewicz(double precision[])",
+    "pglogic.or_sum(double precision[])",
+    "pglogic.or_max(double precision[])",
+    "pglogic.or_probsum(double precision[])",
+    "pglogic.or_lukasiewicz(double precision[])",
+    "pglogic.not_complement(double precision)",
+    "pglogic.not_reciprocal(double precision)",
+    "pglogic.truth_clamp(double precision)",
+    "pglogic.truth_affine(double precision)",
+    "pglogic._fold(text, double precision[])",
+)
+
+REVOKE_READER = """
+DO $do$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader') THEN
+        ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic REVOKE SELECT ON TABLES FROM pglogic_reader;
+        ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic REVOKE EXECUTE ON FUNCTIONS FROM pglogic_reader;
+        REVOKE SELECT ON ALL TABLES IN SCHEMA pglogic FROM pglogic_reader;
+        REVOKE USAGE ON SCHEMA pglogic FROM pglogic_reader;
+        IF to_regclass('pglogic_alembic_version') IS NOT NULL THEN
+            REVOKE SELECT ON pglogic_alembic_version FROM pglogic_reader;
+        END IF;
+    END IF;
+END
+$do$;
+"""
+
+
+def sql_file(name: str) -> str:
+    """Return the text of ``pglogic/sql/<name>`` from the installed package.
+
+    Example:
+        >>> "pglogic.and_product" in sql_file("operators.sql")
+        True
+    """
+    return sql_text(name)
+
+
+def _run_script(script: str) -> None:
+    # Straight to the driver without parameters: the scripts hold several statements and '%'
+    # (format(), RAISE), which must not be read as bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    for name in SQL_FILES:
+        _run_script(sql_file(name))
+
+
+def downgrade() -> None:
+    _run_script(REVOKE_READER)
+    for signature in FUNCTIONS:
+        _run_script(f"DROP FUNCTION IF EXISTS {signature}")
+    _run_script("DROP TABLE IF EXISTS pglogic.term_cache")

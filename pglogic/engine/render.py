@@ -1,0 +1,280 @@
+"""Render compiled queries for clients that are not psycopg, and for ``pglogic.store.search`` in SQL.
+
+:func:`render` turns a :class:`~pglogic.engine.compile.CompiledQuery` into SQL text for another
+language's driver: ``psycopg`` style keeps ``%(name)s`` placeholders, ``numbered`` style uses
+``$1, $2, ...`` (PostgreSQL's own, for libpq, node-postgres, pgx, JDBC via a rewrite, ...) in a
+stable order (first appearance in the statement). Given the term vectors, it inlines them (and by
+default every other value) as literals such as ``'[0.1,0.2]'::vector(384)``, so the statement runs
+with no parameters at all. Everything is composed with :mod:`psycopg.sql`; values become
+``sql.Literal``, never raw text.
+
+:func:`search_json` builds the ``query`` argument of the SQL function ``pglogic.search(corpus,
+query jsonb)`` from a query tree and :class:`~pglogic.engine.compile.SearchOptions`.
+
+Example:
+    >>> from pglogic.engine.compile import compile_query
+    >>> from pglogic.store.corpus import Corpus
+    >>> from pglogic.query import parse
+    >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
+    >>> compiled = compile_query(parse('"a" AND NOT "b"'), corpus, SearchOptions(k=5))
+    >>> r = render(compiled, "numbered")
+    >>> r.names  # vg, the guide vector, is computed from the term vectors by values()
+    ('v0', 'v1', 'vg', 'gdepth', 'k')
+    >>> r.values({"a": [1.0, 0.0], "b": [0.0, 1.0]})[2:]
+    [array([1., 0.], dtype=float32), 200, 5]
+    >>> "LIMIT $5" in r.text
+    True
+    >>> inline = render(compiled, vectors={"a": [1.0, 0.0], "b": [0.0, 1.0]})
+    >>> "'[1,0]'::vector(2)" in inline.text, inline.names
+    (True, ())
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import sql
+
+from pglogic.engine.compile import CompiledQuery, SearchOptions, set_local
+from pglogic.errors import InvalidInput, QueryError
+from pglogic.query import And, Node, Not, Or, Term
+
+__all__ = ["STYLES", "Rendered", "Style", "json_tree", "render", "search_json", "vector_literal"]
+
+Style = Literal["psycopg", "numbered"]
+STYLES: tuple[Style, ...] = ("psycopg", "numbered")
+
+_PLACEHOLDER = re.compile(r"%\((?P<name>[^)]*)\)[sbt]")
+
+
+def vector_literal(vector: npt.ArrayLike) -> str:
+    """The pgvector text form of a vector, each float32 in its shortest exact decimal form.
+
+    pgvector parses it back to the very same float32 values, so an inlined vector ranks exactly
+    like a bound one.
+
+    Example:
+        >>> vector_literal([0.1, -2.0, 1e-8])
+        '[0.1,-2,1e-08]'
+    """
+    arr = np.asarray(vector, dtype=np.float32).ravel()
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInput("A vector to inline has a NaN or infinite component")
+    parts = []
+    for x in arr:
+        text = str(x)
+        parts.append(text[:-2] if text.endswith(".0") else text)
+    return "[" + ",".join(parts) + "]"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """SQL text for another client, with its placeholders in order.
+
+    ``names[i]`` is the parameter behind placeholder ``$(i+1)`` (numbered style) or the i-th
+    distinct ``%(name)s`` (psycopg style); ``params`` holds the known values (everything but the
+    term vectors); ``vector_terms`` maps each vector placeholder to its term; ``guide`` names the
+    placeholder of the guide vector (computed from the term vectors by ``guide_of``, see
+    :mod:`pglogic.engine.guide`) if the statement has one; ``settings`` must be applied with
+    ``SET LOCAL`` (or ``set_config(name, value, true)``) in the same transaction.
+
+    Example:
+        >>> r = Rendered("SELECT $1", ("k",), {"k": 3}, {}, {})
+        >>> r.values()
+        [3]
+    """
+
+    text: str
+    names: tuple[str, ...]
+    params: dict[str, Any]
+    vector_terms: dict[str, str]
+    settings: dict[str, str] = field(default_factory=dict)
+    guide: str | None = None
+    guide_of: Callable[[Mapping[str, npt.ArrayLike]], np.ndarray] | None = None
+
+    def values(self, vectors: Mapping[str, npt.ArrayLike] | None = None) -> list[Any]:
+        """The parameter values in placeholder order; ``vectors`` maps term text to vector.
+
+        Vectors are float32 NumPy arrays (bind them with pgvector's psycopg adapter, or send
+        :func:`vector_literal` text). Raises :class:`QueryError` for a term without a vector.
+
+        Example:
+            >>> Rendered("SELECT $1, $2", ("k", "v0"), {"k": 3}, {"v0": "a"}).values({"a": [1.0]})
+            [3, array([1.], dtype=float32)]
+        """
+        out: list[Any] = []
+        for name in self.names:
+            if name == self.guide and self.guide_of is not None:
+                if vectors is None:
+                    raise QueryError(
+                        "The guide vector is computed from the term vectors: pass them"
+                    )
+                out.append(self.guide_of(vectors))
+            elif name in self.vector_terms:
+                term = self.vector_terms[name]
+                if vectors is None or term not in vectors:
+                    raise QueryError(f"No vector for term {term!r}")
+                out.append(np.asarray(vectors[term], dtype=np.float32))
+            else:
+                out.append(self.params[name])
+        return out
+
+    def script(self) -> str:
+        """The settings as ``SET LOCAL`` lines, then the statement, each ending with ``;``.
+
+        Example:
+            >>> print(Rendered("SELECT 1", (), {}, {}, {"hnsw.ef_search": "100"}).script())
+            SET LOCAL hnsw.ef_search = '100';
+            SELECT 1;
+        """
+        lines = [stmt.as_string(None) + ";" for stmt in set_local(self.settings)]
+        return "\n".join([*lines, self.text + ";"])
+
+
+def _placeholder_name(ph: sql.Placeholder) -> str:
+    match = _PLACEHOLDER.fullmatch(ph.as_string(None))
+    if match is None:
+        raise ValueError(f"Only named placeholders can be rendered, got {ph!r}")
+    return match.group("name")
+
+
+def _walk(node: sql.Composable, replace: Any) -> sql.Composable:
+    if isinstance(node, sql.Composed):
+        return sql.Composed([_walk(child, replace) for child in node])
+    if isinstance(node, sql.Placeholder):
+        result: sql.Composable = replace(_placeholder_name(node))
+        return result
+    return node
+
+
+def render(
+    compiled: CompiledQuery,
+    style: Style = "psycopg",
+    vectors: Mapping[str, npt.ArrayLike] | None = None,
+    *,
+    inline_params: bool | None = None,
+) -> Rendered:
+    """Render ``compiled`` as text for a client: ``psycopg`` (``%(name)s``) or ``numbered``
+    (``$1, $2, ...`` in order of first appearance) placeholders.
+
+    With ``vectors`` (term text to vector), the term vectors are inlined as
+    ``'[...]'::vector(dim)`` literals; ``inline_params`` (default: True when vectors are given)
+    inlines the other values (``k``, ``depth``, filters) too, so the statement needs no
+    parameters. Apply :attr:`Rendered.settings` first, in the same transaction.
+
+    Example:
+        >>> from pglogic.engine.compile import compile_query
+        >>> from pglogic.store.corpus import Corpus
+        >>> from pglogic.query import parse
+        >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
+        >>> r = render(compile_query(parse('"a" OR ("b" AND "c")'), corpus), "numbered")
+        >>> r.names, r.params
+        (('v0', 'v1', 'v2', 'depth', 'vg', 'gdepth', 'k'), {'k': 10, 'depth': 174, 'gdepth': 200})
+    """
+    if style not in STYLES:
+        raise InvalidInput(f"Unknown placeholder style {style!r}: use {' or '.join(STYLES)}")
+    pre = compiled.param_prefix
+    vector_terms = {f"{pre}v{i}": t for i, t in enumerate(compiled.terms)}
+    guide = compiled.guide_param
+    literals: dict[str, sql.Composable] = {}
+    if vectors is not None:
+        for name, term in vector_terms.items():
+            if term not in vectors:
+                raise QueryError(f"No vector for term {term!r}")
+            literals[name] = sql.Literal(vector_literal(vectors[term]))
+        if guide is not None:
+            literals[guide] = sql.Literal(vector_literal(compiled.guide_vector(vectors)))
+    if inline_params if inline_params is not None else vectors is not None:
+        literals.update({name: sql.Literal(value) for name, value in compiled.params.items()})
+
+    names: list[str] = []
+    # psycopg reads '%' as the start of a placeholder while any placeholder is left
+    known = set(vector_terms) | set(compiled.params) | ({guide} if guide else set())
+    escape = style == "psycopg" and bool(known - set(literals))
+
+    def replace(name: str) -> sql.Composable:
+        if name in literals:
+            if escape:
+                return sql.SQL(literals[name].as_string(None).replace("%", "%%"))
+            return literals[name]
+        if name not in known:
+            raise ValueError(f"Placeholder {name!r} has no parameter")
+        if name not in names:
+            names.append(name)
+        if style == "numbered":
+            return sql.SQL(f"${names.index(name) + 1}")
+        return sql.Placeholder(name)
+
+    statement = _walk(compiled.statement, replace)
+    text = statement.as_string(None)
+    params = {n: v for n, v in compiled.params.items() if n not in literals}
+    remaining = {n: t for n, t in vector_terms.items() if n not in literals}
+    pending = guide if guide is not None and guide not in literals else None  # computed later
+    return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), pending,
+                    compiled.guide_vector if pending else None)  # fmt: skip
+
+
+# -- the query argument of pglogic.search(corpus, query jsonb) ------------------------------------
+
+
+def json_tree(node: Node, vectors: Mapping[str, npt.ArrayLike] | None = None) -> dict[str, Any]:
+    """A query tree as the JSON that ``pglogic.store.search`` reads; with ``vectors``, every term
+    carries its vector (a list of floats, the exact float32 values).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> json_tree(parse('"a" AND NOT "b"'))
+        {'op': 'and', 'args': [{'term': 'a'}, {'op': 'not', 'arg': {'term': 'b'}}]}
+        >>> json_tree(parse('"a"'), {"a": [0.5, 0.25]})
+        {'term': 'a', 'vector': [0.5, 0.25]}
+    """
+    if isinstance(node, Term):
+        out: dict[str, Any] = {"term": node.text}
+        if vectors is not None:
+            if node.text not in vectors:
+                raise QueryError(f"No vector for term {node.text!r}")
+            arr = np.asarray(vectors[node.text], dtype=np.float32).ravel()
+            out["vector"] = [float(x) for x in arr]
+        return out
+    if isinstance(node, Not):
+        return {"op": "not", "arg": json_tree(node.child, vectors)}
+    op = "and" if isinstance(node, And) else "or"
+    assert isinstance(node, And | Or)
+    return {"op": op, "args": [json_tree(child, vectors) for child in node.children]}
+
+
+def search_json(
+    node: Node,
+    options: SearchOptions | None = None,
+    vectors: Mapping[str, npt.ArrayLike] | None = None,
+) -> dict[str, Any]:
+    """The ``query`` argument of ``pglogic.search(corpus, query)`` for a tree and options.
+
+    Terms without a vector must be in ``pglogic.store.term_cache`` (see
+    :func:`pglogic.store.term_cache.cache_terms`). Metadata filters have no SQL-function form yet:
+    options with filters raise :class:`InvalidInput`.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> search_json(parse('"a" OR "b"'), SearchOptions(k=5, operators="godel"))["operators"]
+        'godel'
+    """
+    opts = options or SearchOptions()
+    if opts.filters:
+        raise InvalidInput("pglogic.store.search (SQL) has no metadata filters; use the Python API")
+    operators = opts.operators if isinstance(opts.operators, str) else opts.operators.spec
+    return {
+        "tree": json_tree(node, vectors),
+        "operators": operators,
+        "truth": opts.truth,
+        "k": opts.k,
+        "exact": opts.exact,
+        "depth": opts.depth,
+        "ef_search": opts.ef_search,
+        "iterative_scan": opts.iterative_scan,
+    }

@@ -1,0 +1,68 @@
+"""What the engine needs to know of a pglogic corpus: its table, dimension and column.
+
+Pure (no I/O): :mod:`pglogic.store.corpus` reads these rows from the database.
+
+Example:
+    >>> Corpus(1, "news", "corpus_1", "m", 384, "cosine", "embedding", None, None).table.as_string(None)
+    '"pglogic"."corpus_1"'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from pglogic.errors import InvalidInput
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+SCHEMA = "pglogic"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus and its active embedding space.
+
+    Example:
+        >>> c = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
+        >>> c.table.as_string(None)
+        '"pglogic"."corpus_1"'
+    """
+
+    id: int
+    name: str
+    table_name: str
+    model: str
+    dim: int
+    distance: str
+    column: str
+    index_name: str | None
+    index_params: dict[str, Any] | None
+
+    @property
+    def table(self) -> sql.Identifier:
+        """The corpus table as a qualified SQL identifier."""
+        return sql.Identifier(SCHEMA, self.table_name)
+
+    @property
+    def embedding(self) -> sql.Identifier:
+        """The active embedding column as an SQL identifier."""
+        return sql.Identifier(self.column)
+
+
+def validate_name(name: str) -> None:
+    """Raise :class:`InvalidInput` unless ``name`` is a valid corpus name.
+
+    Example:
+        >>> validate_name("news-2024")
+        >>> validate_name("bad name")
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: Invalid corpus name 'bad name': use letters, digits, '_', '-', '.' (max 63, starting with a letter or digit)
+    """
+    if not NAME_RE.match(name):
+        raise InvalidInput(
+            f"Invalid corpus name {name!r}: use letters, digits, '_', '-', '.' "
+            "(max 63, starting with a letter or digit)"
+        )

@@ -1,0 +1,299 @@
+"""SQLAlchemy 2.x integration: a logical search as a normal ``Select``.
+
+``logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10, embedder=emb)`` returns a
+:class:`LogicalSelect` of ``(Article, score, sim_0, sim_1, ...)`` ordered by score. The SQL comes
+from pglogic's own compiler (:func:`pglogic.engine.compile.compile_query`), embedded in the statement at
+compile time. Conditions added with ``.where()`` that only involve the searched table are moved
+*inside* every candidate CTE, so a filtered search still returns k rows when k rows match;
+conditions on other (joined) tables filter the ranked rows afterwards. Joins and ``.options()``
+work as on any select. Term vectors are bound parameters; nothing of the query text becomes SQL.
+
+Run it with :func:`execute` (or ``await`` :func:`execute_async`), which applies the statement's
+``SET LOCAL`` settings (``hnsw.ef_search``, iterative scans) in the same transaction.
+
+Example:
+    >>> stmt = logical_search(Article, Article.embedding, '"coffee" AND NOT "tea"', k=5,
+    ...                       embedder=get_query_embedder("all-MiniLM-L6-v2"))  # doctest: +SKIP
+    >>> rows = execute(session, stmt.where(Article.lang == "en"))  # doctest: +SKIP
+    >>> article, score, sim_coffee, sim_tea = rows[0]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pgvector.sqlalchemy import Vector
+from psycopg import sql as psql
+from sqlalchemy import Column, Float, Table, bindparam, column, inspect, text
+from sqlalchemy.engine import URL, Row
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import Select
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement, TextClause
+from sqlalchemy.sql.util import find_tables
+
+from pglogic.embed.base import Embedder
+from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
+from pglogic.engine.operators import DEFAULT_FAMILY
+from pglogic.errors import InvalidInput
+from pglogic.query import Node
+from pglogic.store.search import to_tree
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+PARAM_PREFIX = "pglogic_"
+_PLACEHOLDER = re.compile(r"%\((" + PARAM_PREFIX + r"[A-Za-z0-9_]+)\)s")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    tree: Node
+    table: Table
+    id_column: str
+    embedding_column: str
+    dim: int
+    options: SearchOptions
+    vectors: Mapping[str, np.ndarray]
+    terms: tuple[str, ...]
+
+
+class _RankingText(TextClause):
+    """The pglogic ranking statement; rendered at compile time with the pushed-down filters."""
+
+    inherit_cache = False
+
+    def __init__(self, spec: _Spec) -> None:
+        super().__init__("")
+        self.pglogic_spec = spec
+
+
+class LogicalSelect(Select[Any]):
+    """A ``Select`` whose ranking is a pglogic logical search (see :func:`logical_search`).
+
+    ``pglogic_terms`` lists the term texts in the order of the ``sim_<i>`` columns.
+    """
+
+    inherit_cache = False
+    pglogic_spec: _Spec
+
+    @property
+    def pglogic_terms(self) -> tuple[str, ...]:
+        """Term texts; ``sim_<i>`` is the cosine similarity to ``pglogic_terms[i]``."""
+        return self.pglogic_spec.terms
+
+    def pglogic_compiled(self, extra_where: str | None = None) -> CompiledQuery:
+        """The underlying compiled pglogic query (for its settings and as_string()).
+
+        Example:
+            >>> stmt.pglogic_compiled().settings  # doctest: +SKIP
+            {'hnsw.ef_search': '100'}
+        """
+        s = self.pglogic_spec
+        has_filter = extra_where is not None or any(
+            _pushable(c, s.table) for c in self._where_criteria
+        )
+        where = psql.SQL(extra_where) if extra_where is not None else None
+        if where is None and has_filter:
+            where = psql.SQL("TRUE")
+        return compile_query(
+            s.tree,
+            _source(s),
+            s.options,
+            extra_where=where,
+            param_prefix=PARAM_PREFIX,
+        )
+
+
+def _source(s: _Spec) -> Source:
+    table = (
+        psql.Identifier(s.table.schema, s.table.name)
+        if s.table.schema
+        else psql.Identifier(s.table.name)
+    )
+    return Source(table, None, s.id_column, s.embedding_column, s.dim, ())
+
+
+def _pushable(criterion: ColumnElement[Any], table: Table) -> bool:
+    tables = find_tables(criterion, check_columns=True, include_aliases=True, include_joins=True)
+    return bool(tables) and all(t is table for t in tables)
+
+
+@compiles(LogicalSelect)
+def _compile_logical_select(element: LogicalSelect, compiler: SQLCompiler, **kw: Any) -> str:
+    table = element.pglogic_spec.table
+    pushed = [c for c in element._where_criteria if _pushable(c, table)]
+    kept = tuple(c for c in element._where_criteria if not _pushable(c, table))
+    clone = element._generate()
+    clone._where_criteria = kept
+    previous = getattr(compiler, "_pglogic_pushed", None)
+    compiler._pglogic_pushed = (element, pushed)  # type: ignore[attr-defined]
+    try:
+        out: str = compiler.visit_select(clone, **kw)  # type: ignore[no-untyped-call]
+        return out
+    finally:
+        compiler._pglogic_pushed = previous  # type: ignore[attr-defined]
+
+
+@compiles(_RankingText)
+def _compile_ranking(element: _RankingText, compiler: SQLCompiler, **kw: Any) -> str:
+    spec = element.pglogic_spec
+    owner = getattr(compiler, "_pglogic_pushed", None)
+    pushed = owner[1] if owner is not None else []
+    where = " AND ".join(compiler.process(c) for c in pushed) if pushed else None
+    stub = LogicalSelect()
+    stub.pglogic_spec = spec
+    compiled = stub.pglogic_compiled(where)
+    params = compiled.with_vectors(spec.vectors)
+    rendered: dict[str, str] = {}
+    for name, value in params.items():
+        if not name.startswith(PARAM_PREFIX):
+            continue
+        if isinstance(value, np.ndarray):
+            bp = bindparam(name, value, type_=Vector(spec.dim), unique=False)
+        else:
+            bp = bindparam(name, value, unique=False)
+        rendered[name] = compiler.process(bp)
+    return _PLACEHOLDER.sub(lambda m: rendered[m.group(1)], compiled.as_string(None))
+
+
+def logical_search(
+    entity: Any,
+    embedding: Any,
+    query: str | Node,
+    *,
+    k: int = 10,
+    embedder: Embedder | None = None,
+    vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
+    operators: str = DEFAULT_FAMILY,
+    truth: str = "clamp",
+    exact: bool = False,
+    depth: int | None = None,
+    ef_search: int | None = None,
+) -> LogicalSelect:
+    """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
+
+    ``embedding`` is its pgvector ``Vector(dim)`` column. Term vectors come from ``embedder``
+    (one batch) or ``vectors`` (term text → vector). The result selects ``entity``, ``score`` and
+    one ``sim_<i>`` column per distinct term, ordered by score, limited to k.
+
+    Example:
+        >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
+        ...                       embedder=emb)  # doctest: +SKIP
+        >>> session.execute(stmt.where(Article.lang == "en")).all()  # doctest: +SKIP
+    """
+    table, id_col, emb_col = _resolve(entity, embedding)
+    dim = getattr(emb_col.type, "dim", None)
+    if not isinstance(dim, int):
+        raise InvalidInput(f"Column {emb_col.name!r} must be a pgvector Vector(dim) column")
+    tree = to_tree(query)
+    options = SearchOptions(
+        k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search
+    )
+    probe = compile_query(tree, Source(psql.Identifier(table.name), None, "id", "e", dim, ()),
+                          options)  # fmt: skip
+    term_list = tuple(probe.terms)
+    if vectors is None:
+        if embedder is None:
+            raise InvalidInput("Give embedder= or vectors= to logical_search")
+        if embedder.dim != dim:
+            raise InvalidInput(f"The embedder makes {embedder.dim}-d vectors; the column has {dim}")
+        matrix = embedder.embed(list(term_list))
+        vecs = {t: matrix[i] for i, t in enumerate(term_list)}
+    else:
+        vecs = {t: np.asarray(v, dtype=np.float32) for t, v in vectors.items()}
+        for t in term_list:
+            if t not in vecs:
+                raise InvalidInput(f"No vector given for term {t!r}")
+            if vecs[t].shape != (dim,):
+                raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
+    spec = _Spec(tree, table, id_col.name, emb_col.name, dim, options, vecs, term_list)
+    cols = [column("id", id_col.type), column("score", Float)]
+    cols += [column(f"s{i}", Float) for i in range(len(term_list))]
+    ranked = _RankingText(spec).columns(*cols).subquery("pglogic_ranked")
+    sims = [ranked.c[f"s{i}"].label(f"sim_{i}") for i in range(len(term_list))]
+    target = entity if not isinstance(entity, Table) else table
+    stmt = LogicalSelect(target, ranked.c.score.label("score"), *sims)
+    stmt.pglogic_spec = spec
+    id_expr = getattr(entity, id_col.key) if not isinstance(entity, Table) else id_col
+    out = (
+        stmt.join(ranked, id_expr == ranked.c.id).order_by(ranked.c.score.desc(), id_expr).limit(k)
+    )
+    assert isinstance(out, LogicalSelect)
+    return out
+
+
+def _resolve(entity: Any, embedding: Any) -> tuple[Table, Column[Any], Column[Any]]:
+    if isinstance(entity, Table):
+        table = entity
+    else:
+        mapper = inspect(entity, raiseerr=False)
+        if mapper is None or not isinstance(getattr(mapper, "local_table", None), Table):
+            raise InvalidInput("logical_search needs a mapped class or a Table")
+        table = mapper.local_table
+    pk = list(table.primary_key.columns)
+    if len(pk) != 1:
+        raise InvalidInput(f"Table {table.name!r} needs a single-column primary key")
+    emb = getattr(embedding, "property", None)
+    emb_col = emb.columns[0] if emb is not None else embedding
+    if not isinstance(emb_col, Column) or emb_col.table is not table:
+        raise InvalidInput("The embedding column must belong to the searched table")
+    return table, pk[0], emb_col
+
+
+def _settings(stmt: LogicalSelect) -> list[Any]:
+    """The search's settings as ``SET LOCAL`` statements (what Citus propagates to shards)."""
+    return [text(s.as_string(None)) for s in set_local(stmt.pglogic_compiled().settings)]
+
+
+def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
+    """Apply the search's ``SET LOCAL`` settings, run it, return all rows (same transaction).
+
+    Example:
+        >>> rows = execute(session, stmt)  # doctest: +SKIP
+    """
+    for setting in _settings(stmt):
+        session.execute(setting)
+    return list(session.execute(stmt).all())
+
+
+async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[Any]]:
+    """Async version of :func:`execute` for ``AsyncSession`` (psycopg async driver).
+
+    Example:
+        >>> rows = await execute_async(session, stmt)  # doctest: +SKIP
+    """
+    for setting in _settings(stmt):
+        await session.execute(setting)
+    return list((await session.execute(stmt)).all())
+
+
+def url_from_dsn(dsn: str, *, async_: bool = False) -> URL:
+    """Turn a libpq DSN (URL or key=value) into a SQLAlchemy URL for the psycopg driver.
+
+    Example:
+        >>> url_from_dsn("host=/tmp/pg dbname=x user=postgres").render_as_string()
+        'postgresql+psycopg://postgres@/x?host=%2Ftmp%2Fpg'
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(dsn)
+    query = {k: str(v) for k, v in info.items() if k not in {"user", "password", "dbname", "port"}}
+    host = query.pop("host", None)
+    tcp = host is not None and not host.startswith("/")
+    if host is not None and not tcp:
+        query["host"] = host
+    return URL.create(
+        "postgresql+psycopg_async" if async_ else "postgresql+psycopg",
+        username=str(info["user"]) if info.get("user") else None,
+        password=str(info["password"]) if info.get("password") else None,
+        host=host if tcp else None,
+        port=int(str(info["port"])) if info.get("port") else None,
+        database=str(info["dbname"]) if info.get("dbname") else None,
+        query=query,
+    )

@@ -1,0 +1,647 @@
+"""Embedding administration: switch a corpus to another embedding model without downtime.
+
+A corpus table can hold several embedding columns (``embedding``, ``embedding_2``, ...), one per
+model, registered in ``pglogic.embeddings``; exactly one is *active* and serves searches. The
+zero-downtime switch is: :func:`add_embedding` (a new nullable column, instant),
+:func:`backfill_embedding` (resumable, one commit per batch), :func:`build_embedding_index`
+(HNSW, ``CREATE INDEX CONCURRENTLY``), :func:`switch_embedding` (one transaction flips
+``is_active``; refused while the new column has NULLs or no valid index) and, once every client
+has picked up the switch, :func:`drop_embedding` of the old model.
+
+Every function takes a psycopg connection. Outside a transaction each step commits on its own;
+inside one (e.g. an Alembic migration) it runs in a savepoint and the caller commits.
+:func:`backfill_embedding` commits per batch and the concurrent index build needs autocommit, so
+call those two outside a transaction.
+
+Example:
+    >>> with connect(dsn) as conn:  # doctest: +SKIP
+    ...     new = "sentence-transformers/all-MiniLM-L6-v2"
+    ...     add_embedding(conn, "news", model=new, dim=384)
+    ...     backfill_embedding(conn, "news", model=new, embedder=get_embedder(new))
+    ...     build_embedding_index(conn, "news", model=new)
+    ...     switch_embedding(conn, "news", model=new)
+    ...     drop_embedding(conn, "news", model="all-MiniLM-L6-v2")
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from psycopg import errors as pgerrors
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
+
+from pglogic.embed.base import Embedder
+from pglogic.engine.source import SCHEMA, Corpus
+from pglogic.errors import EmbeddingError, InvalidInput, PglogicError
+from pglogic.store.corpus import (
+    DEFAULT_EF_CONSTRUCTION,
+    DEFAULT_M,
+    IndexProgress,
+    _poll_progress,
+    get_corpus,
+)
+from pglogic.store.db import Connection
+from pglogic.store.readers import Record
+
+DEFAULT_LOCK_TIMEOUT = "5s"
+
+
+class AdminError(PglogicError):
+    """An embedding operation refused because of the corpus's state (e.g. switch before backfill).
+
+    Example:
+        >>> str(AdminError("Refusing to drop the active embedding"))
+        'Refusing to drop the active embedding'
+    """
+
+
+@dataclass(frozen=True)
+class EmbeddingInfo:
+    """One embedding column of a corpus and how complete it is.
+
+    Example:
+        >>> e = EmbeddingInfo("news", "m", 384, "embedding_2", False, None, None, False, 10, 7)
+        >>> e.missing, e.ready
+        (3, False)
+    """
+
+    corpus: str
+    model: str
+    dim: int
+    column: str
+    active: bool
+    index_name: str | None
+    index_params: dict[str, Any] | None
+    index_valid: bool
+    documents: int
+    embedded: int
+
+    @property
+    def missing(self) -> int:
+        """Documents without a vector in this column."""
+        return self.documents - self.embedded
+
+    @property
+    def ready(self) -> bool:
+        """True when every document has a vector and the HNSW index is valid (switchable)."""
+        return self.missing == 0 and self.index_valid
+
+
+@dataclass(frozen=True)
+class _Emb:
+    id: int
+    model: str
+    dim: int
+    column: str
+    active: bool
+    index_name: str | None
+    index_params: dict[str, Any] | None
+
+
+def index_name_for(corpus: Corpus, column: str) -> str:
+    """Name of the HNSW index of ``column`` (the same scheme as :func:`pglogic.store.corpus.build_index`).
+
+    Example:
+        >>> c = Corpus(1, "news", "corpus_1", "m", 3, "cosine", "embedding", None, None)
+        >>> index_name_for(c, "embedding_2")
+        'corpus_1_embedding_2_hnsw'
+    """
+    return f"{corpus.table_name}_{column}_hnsw"
+
+
+def _rows(conn: Connection, c: Corpus, *, lock: bool = False) -> list[_Emb]:
+    query = sql.SQL(
+        "SELECT id, model, dim, column_name, is_active, index_name, index_params"
+        " FROM pglogic.embeddings WHERE corpus_id = %s ORDER BY id{}"
+    ).format(sql.SQL(" FOR UPDATE") if lock else sql.SQL(""))
+    return [_Emb(*r) for r in conn.execute(query, (c.id,))]
+
+
+def _find(rows: list[_Emb], c: Corpus, model: str | None) -> _Emb:
+    for r in rows:
+        if (model is None and r.active) or r.model == model:
+            return r
+    have = ", ".join(repr(r.model) for r in rows)
+    raise AdminError(f"Corpus {c.name!r} has no embedding for model {model!r}; it has: {have}")
+
+
+def _index_valid(conn: Connection, index_name: str | None) -> bool | None:
+    """None when the index does not exist, else whether it is valid (usable by queries)."""
+    if index_name is None:
+        return None
+    row = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+        (f"{SCHEMA}.{index_name}",),
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _set_lock_timeout(conn: Connection, lock_timeout: str | None) -> None:
+    if lock_timeout is not None:
+        conn.execute("SELECT set_config('lock_timeout', %s, true)", (lock_timeout,))
+
+
+def _lock_error(c: Corpus, lock_timeout: str | None) -> AdminError:
+    return AdminError(
+        f"Could not lock the table of corpus {c.name!r} within {lock_timeout} (long queries or "
+        "open transactions hold it); retry, or give a longer --lock-timeout"
+    )
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def list_embeddings(conn: Connection, name: str) -> list[EmbeddingInfo]:
+    """Return every embedding column of corpus ``name`` (creation order) with its fill state.
+
+    Example:
+        >>> [(e.model, e.column, e.active) for e in list_embeddings(conn, "news")]  # doctest: +SKIP
+        [('all-MiniLM-L6-v2', 'embedding', True)]
+    """
+    with conn.transaction():
+        c = get_corpus(conn, name)
+        rows = _rows(conn, c)
+        counts = conn.execute(
+            sql.SQL("SELECT count(*), {} FROM {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("count({})").format(sql.Identifier(r.column)) for r in rows
+                ),
+                c.table,
+            )
+        ).fetchone()
+        assert counts is not None
+        valid = [_index_valid(conn, r.index_name) for r in rows]
+    return [
+        EmbeddingInfo(
+            c.name,
+            r.model,
+            r.dim,
+            r.column,
+            r.active,
+            r.index_name,
+            r.index_params,
+            bool(v),
+            int(counts[0]),
+            int(n),
+        )
+        for r, n, v in zip(rows, counts[1:], valid, strict=True)
+    ]
+
+
+def get_embedding(conn: Connection, name: str, model: str | None = None) -> EmbeddingInfo:
+    """Return the embedding of corpus ``name`` made by ``model`` (None: the active one).
+
+    Example:
+        >>> get_embedding(conn, "news").column  # doctest: +SKIP
+        'embedding'
+    """
+    infos = list_embeddings(conn, name)
+    for e in infos:
+        if (model is None and e.active) or e.model == model:
+            return e
+    have = ", ".join(repr(e.model) for e in infos)
+    raise AdminError(f"Corpus {name!r} has no embedding for model {model!r}; it has: {have}")
+
+
+def add_embedding(
+    conn: Connection,
+    name: str,
+    *,
+    model: str,
+    dim: int,
+    lock_timeout: str | None = DEFAULT_LOCK_TIMEOUT,
+) -> EmbeddingInfo:
+    """Add an (inactive, empty) embedding column for ``model`` to corpus ``name``.
+
+    The column is ``embedding_<n>`` (the smallest free ``n >= 2``); adding a nullable column is
+    instant. ``lock_timeout`` bounds the wait for the table's lock so that a long query cannot
+    make searches queue behind this statement. The caller checks that ``model`` makes
+    ``dim``-dimensional vectors.
+
+    Example:
+        >>> add_embedding(conn, "news", model="sentence-transformers/all-MiniLM-L6-v2", dim=384).column  # doctest: +SKIP
+        'embedding_2'
+    """
+    if not model.strip():
+        raise InvalidInput("Invalid model name: empty")
+    if not 1 <= dim <= 16000:
+        raise InvalidInput(f"Invalid dimension {dim}: must be between 1 and 16000")
+    c = None
+    try:
+        with conn.transaction():
+            c = get_corpus(conn, name)
+            rows = _rows(conn, c, lock=True)
+            for r in rows:
+                if r.model == model:
+                    raise AdminError(
+                        f"Corpus {name!r} already has an embedding for model {model!r} "
+                        f"(column {r.column})"
+                    )
+            taken = {r.column for r in rows} | {
+                str(a[0])
+                for a in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+                    " AND attnum > 0",
+                    (f"{SCHEMA}.{c.table_name}",),
+                )
+            }
+            n = 2
+            while f"embedding_{n}" in taken:
+                n += 1
+            column = f"embedding_{n}"
+            _set_lock_timeout(conn, lock_timeout)
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN {} vector({})").format(
+                    c.table, sql.Identifier(column), sql.Literal(dim)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN").format(
+                    c.table, sql.Identifier(column)
+                )
+            )
+            conn.execute(
+                "INSERT INTO pglogic.embeddings (corpus_id, model, dim, distance, column_name,"
+                " is_active) VALUES (%s, %s, %s, 'cosine', %s, false)",
+                (c.id, model, dim, column),
+            )
+    except pgerrors.LockNotAvailable as exc:
+        assert c is not None
+        raise _lock_error(c, lock_timeout) from exc
+    return get_embedding(conn, name, model)
+
+
+def backfill_embedding(
+    conn: Connection,
+    name: str,
+    *,
+    model: str,
+    embedder: Embedder,
+    batch_size: int = 256,
+    on_start: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> int:
+    """Embed with ``embedder`` every document of ``name`` whose ``model`` column is NULL.
+
+    Batches go in id order and each batch is committed, so an interrupted backfill resumes where
+    it stopped (only NULL rows are read). A row whose text changed meanwhile is left to the
+    ingest that changed it. When a pass filled rows, one more pass picks up rows ingested behind
+    it. ``on_start(total_missing)`` is called first, ``on_batch(filled_so_far, n)`` after each
+    commit. Returns the number of vectors written.
+
+    Example:
+        >>> backfill_embedding(conn, "news", model=m, embedder=get_embedder(m), batch_size=512)  # doctest: +SKIP
+        10789
+    """
+    if batch_size < 1:
+        raise InvalidInput(f"Invalid batch size {batch_size}: must be at least 1")
+    if conn.info.transaction_status != TransactionStatus.IDLE and not conn.autocommit:
+        raise AdminError(
+            "backfill_embedding commits per batch: call it with no transaction open "
+            "(commit or roll back first)"
+        )
+    with conn.transaction():
+        c = get_corpus(conn, name)
+        e = _find(_rows(conn, c), c, model)
+        col = sql.Identifier(e.column)
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(c.table, col)
+        ).fetchone()
+        total = int(row[0]) if row else 0
+    if embedder.dim != e.dim:
+        raise EmbeddingError(
+            f"Model {embedder.name!r} makes {embedder.dim}-d vectors but the {model!r} column of "
+            f"corpus {name!r} stores {e.dim}-d vectors"
+        )
+    if embedder.name != model:
+        raise EmbeddingError(f"Embedder {embedder.name!r} given to backfill model {model!r}")
+    if on_start:
+        on_start(total)
+    select = sql.SQL(
+        "SELECT id, external_id, title, text, text_hash FROM {t} WHERE id > %s AND {c} IS NULL"
+        " ORDER BY id LIMIT %s"
+    ).format(t=c.table, c=col)
+    update = sql.SQL(
+        "UPDATE {t} SET {c} = %s WHERE id = %s AND text_hash = %s AND {c} IS NULL"
+    ).format(t=c.table, c=col)
+    filled = pass_filled = 0
+    last = 0
+    while True:
+        with conn.transaction():
+            rows = conn.execute(select, (last, batch_size)).fetchall()
+        if not rows:
+            if last == 0 or pass_filled == 0:
+                break
+            last = pass_filled = 0  # another pass for rows that arrived behind this one
+            continue
+        texts = [Record(str(r[1]), str(r[3]), r[2]).embed_text for r in rows]
+        vectors = embedder.embed(texts)
+        if vectors.shape != (len(rows), e.dim) or not np.isfinite(vectors).all():
+            raise EmbeddingError(f"Model {embedder.name!r} returned unusable vectors")
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(update, [(v, r[0], r[4]) for r, v in zip(rows, vectors, strict=True)])
+            n = max(cur.rowcount, 0)
+        filled += n
+        pass_filled += n
+        last = int(rows[-1][0])
+        if on_batch:
+            on_batch(filled, len(rows))
+    return filled
+
+
+def _check_hnsw(m: int, ef_construction: int) -> None:
+    if not 2 <= m <= 100:
+        raise InvalidInput(f"Invalid m={m}: pgvector accepts 2 to 100")
+    if not 4 <= ef_construction <= 1000 or ef_construction < 2 * m:
+        raise InvalidInput(
+            f"Invalid ef_construction={ef_construction}: must be 4 to 1000 and at least 2*m"
+        )
+
+
+class _Autocommit:
+    """Run a block in autocommit mode (needed by ``CONCURRENTLY``), restoring the mode after."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.restore: bool | None = None
+
+    def __enter__(self) -> Connection:
+        if not self.conn.autocommit:
+            if self.conn.info.transaction_status != TransactionStatus.IDLE:
+                raise AdminError(
+                    "CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction: commit "
+                    "first, or pass concurrently=False"
+                )
+            self.conn.autocommit = True
+            self.restore = False
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        if self.restore is not None and not self.conn.closed:
+            self.conn.autocommit = self.restore
+
+
+def build_embedding_index(
+    conn: Connection,
+    name: str,
+    *,
+    model: str | None = None,
+    m: int = DEFAULT_M,
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+    concurrently: bool = True,
+    maintenance_work_mem: str = "1GB",
+    progress: Callable[[IndexProgress], None] | None = None,
+    dsn: str | None = None,
+) -> float:
+    """Build (or rebuild) the HNSW cosine index of ``model``'s column (None: the active one).
+
+    With ``concurrently`` (default) the build uses ``CREATE INDEX CONCURRENTLY``: searches and
+    ingests continue meanwhile; a rebuild makes the new index under a temporary name and swaps it
+    in; an invalid index left by an interrupted build is dropped first. It needs a connection
+    outside a transaction. With ``dsn`` and ``progress``, a second connection reports progress.
+    Returns the build time in seconds.
+
+    Example:
+        >>> build_embedding_index(conn, "news", model="sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
+        2.7
+    """
+    _check_hnsw(m, ef_construction)
+    with conn.transaction():
+        c = get_corpus(conn, name)
+        e = _find(_rows(conn, c), c, model)
+        idx = index_name_for(c, e.column)
+        state = _index_valid(conn, idx)
+    params = Jsonb({"m": m, "ef_construction": ef_construction})
+    register = (
+        "UPDATE pglogic.embeddings SET index_name = %s, index_params = %s::jsonb WHERE id = %s"
+    )
+
+    def create(target: str, concurrent: bool) -> None:
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX {conc} {idx} ON {table} USING hnsw ({col} vector_cosine_ops)"
+                " WITH (m = {m}, ef_construction = {efc})"
+            ).format(
+                conc=sql.SQL("CONCURRENTLY") if concurrent else sql.SQL(""),
+                idx=sql.Identifier(target),
+                table=c.table,
+                col=sql.Identifier(e.column),
+                m=sql.Literal(m),
+                efc=sql.Literal(ef_construction),
+            )
+        )
+
+    stop = threading.Event()
+    poller = None
+    if progress is not None and dsn is not None:
+        poller = threading.Thread(
+            target=_poll_progress, args=(dsn, conn.info.backend_pid, progress, stop)
+        )
+        poller.start()
+    started = time.perf_counter()
+    try:
+        if not concurrently:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
+                )
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(SCHEMA, idx)))
+                create(idx, False)
+                conn.execute(register, (idx, params, e.id))
+                conn.execute(sql.SQL("ANALYZE {}").format(c.table))
+        else:
+            with _Autocommit(conn):
+                _build_concurrently(conn, c, idx, state, create, maintenance_work_mem)
+                conn.execute(register, (idx, params, e.id))
+                conn.execute(sql.SQL("ANALYZE {}").format(c.table))
+    finally:
+        stop.set()
+        if poller is not None:
+            poller.join()
+    return time.perf_counter() - started
+
+
+def _build_concurrently(
+    conn: Connection,
+    c: Corpus,
+    idx: str,
+    state: bool | None,
+    create: Callable[[str, bool], None],
+    maintenance_work_mem: str,
+) -> None:
+    def drop(index: str) -> None:
+        conn.execute(
+            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(SCHEMA, index))
+        )
+
+    old = conn.execute("SHOW maintenance_work_mem").fetchone()
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
+    try:
+        if state is False:  # left invalid by an interrupted concurrent build
+            drop(idx)
+        target = f"{idx}_new" if state else idx
+        drop(f"{idx}_new")
+        try:
+            create(target, True)
+        except BaseException:
+            try:  # a failed concurrent build leaves an invalid index behind
+                if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+                    drop(target)
+            except Exception:
+                pass  # the next build drops it
+            raise
+        if target != idx:
+            drop(idx)
+            conn.execute(
+                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                    sql.Identifier(SCHEMA, target), sql.Identifier(idx)
+                )
+            )
+    finally:
+        if old is not None and not conn.closed:
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (old[0],))
+
+
+def drop_embedding_index(
+    conn: Connection, name: str, *, model: str | None = None, concurrently: bool = True
+) -> None:
+    """Drop the HNSW index of ``model``'s column (None: the active one), if there is one.
+
+    Searches on that column keep working, by exact scan. ``concurrently`` needs a connection
+    outside a transaction.
+
+    Example:
+        >>> drop_embedding_index(conn, "news", model="all-MiniLM-L6-v2")  # doctest: +SKIP
+    """
+    with conn.transaction():
+        c = get_corpus(conn, name)
+        e = _find(_rows(conn, c), c, model)
+    idx = sql.Identifier(SCHEMA, e.index_name or index_name_for(c, e.column))
+    clear = "UPDATE pglogic.embeddings SET index_name = NULL, index_params = NULL WHERE id = %s"
+    if concurrently:
+        with _Autocommit(conn):
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(idx))
+            conn.execute(clear, (e.id,))
+    else:
+        with conn.transaction():
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(idx))
+            conn.execute(clear, (e.id,))
+
+
+def switch_embedding(
+    conn: Connection,
+    name: str,
+    *,
+    model: str,
+    lock_timeout: str | None = DEFAULT_LOCK_TIMEOUT,
+) -> EmbeddingInfo:
+    """Make ``model`` the active embedding of corpus ``name``, atomically (one transaction).
+
+    Refused while any document lacks a ``model`` vector or the column has no valid HNSW index.
+    The check holds a SHARE lock on the corpus table (writes wait, searches do not), so no
+    unembedded row can slip in between check and switch. Searches that resolve the corpus after
+    the commit use the new column; switching back is the same call with the old model.
+
+    Example:
+        >>> switch_embedding(conn, "news", model="sentence-transformers/all-MiniLM-L6-v2").active  # doctest: +SKIP
+        True
+    """
+    c = None
+    try:
+        with conn.transaction():
+            c = get_corpus(conn, name)
+            target = _find(_rows(conn, c, lock=True), c, model)
+            if not target.active:
+                _set_lock_timeout(conn, lock_timeout)
+                conn.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(c.table))
+                row = conn.execute(
+                    sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(
+                        c.table, sql.Identifier(target.column)
+                    )
+                ).fetchone()
+                missing = int(row[0]) if row else 0
+                refuse = f"Refusing to switch corpus {name!r} to {model!r}"
+                if missing:
+                    raise AdminError(
+                        f"{refuse}: {missing:,} documents have no {model!r} vector yet; run: "
+                        f"pglogic embedding backfill {_q(name)} --model {_q(model)}"
+                    )
+                idx = index_name_for(c, target.column)
+                if target.index_name != idx or not _index_valid(conn, idx):
+                    raise AdminError(
+                        f"{refuse}: column {target.column} has no valid HNSW index; run: "
+                        f"pglogic embedding index {_q(name)} --model {_q(model)}"
+                    )
+                conn.execute(
+                    "UPDATE pglogic.embeddings SET is_active = false"
+                    " WHERE corpus_id = %s AND is_active",
+                    (c.id,),
+                )
+                conn.execute(
+                    "UPDATE pglogic.embeddings SET is_active = true WHERE id = %s", (target.id,)
+                )
+    except pgerrors.LockNotAvailable as exc:
+        assert c is not None
+        raise _lock_error(c, lock_timeout) from exc
+    return get_embedding(conn, name, model)
+
+
+def drop_embedding(
+    conn: Connection,
+    name: str,
+    *,
+    model: str,
+    lock_timeout: str | None = DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Drop the (inactive) ``model`` column of corpus ``name`` with its index and registry row.
+
+    Refused for the active embedding. Drop the old column only after the clients that cache a
+    :class:`~pglogic.store.corpus.Corpus` have picked up the switch (``PgLogic`` resolves it per call).
+
+    Example:
+        >>> drop_embedding(conn, "news", model="all-MiniLM-L6-v2")  # doctest: +SKIP
+    """
+    c = None
+    try:
+        with conn.transaction():
+            c = get_corpus(conn, name)
+            target = _find(_rows(conn, c, lock=True), c, model)
+            if target.active:
+                raise AdminError(
+                    f"Refusing to drop {model!r}: it is the active embedding of corpus {name!r}; "
+                    f"switch first: pglogic embedding switch {_q(name)} --model OTHER"
+                )
+            _set_lock_timeout(conn, lock_timeout)
+            conn.execute(
+                sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(
+                    c.table, sql.Identifier(target.column)
+                )
+            )
+            conn.execute("DELETE FROM pglogic.embeddings WHERE id = %s", (target.id,))
+    except pgerrors.LockNotAvailable as exc:
+        assert c is not None
+        raise _lock_error(c, lock_timeout) from exc
+
+
+__all__ = [
+    "AdminError",
+    "EmbeddingInfo",
+    "add_embedding",
+    "backfill_embedding",
+    "build_embedding_index",
+    "drop_embedding",
+    "drop_embedding_index",
+    "get_embedding",
+    "index_name_for",
+    "list_embeddings",
+    "switch_embedding",
+]

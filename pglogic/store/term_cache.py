@@ -1,0 +1,137 @@
+"""Term embeddings stored in the database (``pglogic.store.term_cache``), for SQL-only applications.
+
+``pglogic.search(corpus, query jsonb)`` needs a vector for every term; an application that cannot
+embed text itself sends terms without vectors, and the function looks them up in
+``pglogic.store.term_cache`` by the corpus's model. :func:`cache_terms` fills that table (run it from
+Python, e.g. at deploy time, for the terms an application uses).
+
+Example:
+    >>> with connect(dsn) as conn:  # doctest: +SKIP
+    ...     cache_terms(conn, get_corpus(conn, "news"), '"oil prices" AND NOT "natural gas"')
+    ['oil prices', 'natural gas']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from psycopg import sql
+
+from pglogic.embed.base import Embedder
+from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.render import vector_literal
+from pglogic.engine.source import Corpus
+from pglogic.errors import EmbeddingError, InvalidInput
+from pglogic.query import Node
+from pglogic.query import terms as tree_terms
+from pglogic.store.db import Connection, require_schema
+
+__all__ = ["cache_terms", "cached_terms", "uncache_terms"]
+
+TABLE = sql.Identifier("pglogic", "term_cache")
+
+
+def _term_list(terms: str | Node | Iterable[str]) -> list[str]:
+    if isinstance(terms, str):
+        from pglogic.store.search import to_tree
+
+        return tree_terms(to_tree(terms))
+    if not isinstance(terms, Iterable):
+        return tree_terms(terms)
+    out = list(dict.fromkeys(terms))
+    for t in out:
+        if not isinstance(t, str) or not t.strip():
+            raise InvalidInput(f"Invalid term {t!r}: a term is a non-blank string")
+    return out
+
+
+def embed_for_corpus(
+    corpus: Corpus, texts: list[str], embedder: Embedder | None = None
+) -> np.ndarray:
+    """Embed ``texts`` with ``embedder`` (default: the corpus's model), float32 rows; an
+    :class:`EmbeddingError` when its dimension is not the corpus's.
+
+    Example:
+        >>> embed_for_corpus(corpus, ["oil prices"]).shape  # doctest: +SKIP
+        (1, 384)
+    """
+    emb = embedder if embedder is not None else get_query_embedder(corpus.model)
+    if emb.dim != corpus.dim:
+        raise EmbeddingError(
+            f"Model {emb.name!r} makes {emb.dim}-d vectors; corpus {corpus.name!r} needs "
+            f"{corpus.dim}-d ({corpus.model})"
+        )
+    return np.asarray(emb.embed(texts), dtype=np.float32)
+
+
+def cache_terms(
+    conn: Connection,
+    corpus: Corpus,
+    terms: str | Node | Iterable[str],
+    *,
+    embedder: Embedder | None = None,
+) -> list[str]:
+    """Embed ``terms`` with the corpus's model and store them in ``pglogic.store.term_cache``.
+
+    Commits the connection's transaction (like :func:`pglogic.store.corpus.build_index`).
+
+    ``terms`` is a query (text or tree: its terms are cached) or an iterable of term texts.
+    Existing entries for the same model and term are replaced. Returns the cached terms.
+
+    Example:
+        >>> cache_terms(conn, corpus, ["oil prices", "natural gas"])  # doctest: +SKIP
+        ['oil prices', 'natural gas']
+    """
+    texts = _term_list(terms)
+    if not texts:
+        return []
+    vectors = embed_for_corpus(corpus, texts, embedder)
+    require_schema(conn)
+    with conn.transaction(), conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL(
+                "INSERT INTO {} (model, term, embedding) VALUES (%s, %s, %s::vector) "
+                "ON CONFLICT (model, term) DO UPDATE "
+                "SET embedding = EXCLUDED.embedding, created_at = now()"
+            ).format(TABLE),
+            [(corpus.model, t, vector_literal(v)) for t, v in zip(texts, vectors, strict=True)],
+        )
+    if not conn.autocommit:
+        conn.commit()
+    return texts
+
+
+def cached_terms(conn: Connection, model: str) -> list[str]:
+    """Return the terms cached for ``model``, sorted.
+
+    Example:
+        >>> cached_terms(conn, "all-MiniLM-L6-v2")  # doctest: +SKIP
+        ['natural gas', 'oil prices']
+    """
+    rows = conn.execute(
+        sql.SQL("SELECT term FROM {} WHERE model = %s ORDER BY term").format(TABLE), (model,)
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def uncache_terms(conn: Connection, model: str, terms: Iterable[str] | None = None) -> int:
+    """Delete cached terms of ``model`` (all of them when ``terms`` is None) and commit.
+
+    Returns the number of rows deleted.
+
+    Example:
+        >>> uncache_terms(conn, "all-MiniLM-L6-v2", ["oil prices"])  # doctest: +SKIP
+        1
+    """
+    with conn.transaction():
+        if terms is None:
+            cur = conn.execute(sql.SQL("DELETE FROM {} WHERE model = %s").format(TABLE), (model,))
+        else:
+            cur = conn.execute(
+                sql.SQL("DELETE FROM {} WHERE model = %s AND term = ANY(%s)").format(TABLE),
+                (model, list(terms)),
+            )
+    if not conn.autocommit:
+        conn.commit()
+    return cur.rowcount
