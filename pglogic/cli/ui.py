@@ -123,6 +123,8 @@ def example(*lines: str) -> str:
 
 def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> IngestStats:
     """Ingest with a progress bar; on Ctrl-C say what was kept."""
+    from pglogic.store.ingest import IngestStats
+
     committed = IngestStats()
     api.corpus(corpus_name)  # fail on an unknown corpus before drawing anything
     with progress_bar() as bar:
