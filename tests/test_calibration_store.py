@@ -405,7 +405,7 @@ def test_fit_from_a_terms_list_and_from_the_term_cache(conn: Conn, tmp_path: Pat
     assert fit.calibration.method == "corpus"
     assert fit.calibration.tau == pytest.approx(expected.tau, abs=1e-6)
     assert fit.calibration.lam == pytest.approx(expected.lam, rel=1e-4)
-    # the same terms from pglogic.store.term_cache (their stored vectors, no model)
+    # the same terms from pglogic.term_cache (their stored vectors, no model)
     cache_terms(conn, corpus, TERMS, embedder=emb)
     cached = fit_from_corpus(conn, corpus)
     assert cached.cached and cached.terms == sorted(TERMS)
@@ -424,7 +424,7 @@ def test_fit_from_corpus_errors(conn: Conn) -> None:
     with pytest.raises(InvalidInput) as info:
         fit_from_corpus(conn, corpus)
     assert str(info.value) == (
-        "Only 0 terms are cached for model 'hand-8d' (pglogic.store.term_cache); an unsupervised "
+        "Only 0 terms are cached for model 'hand-8d' (pglogic.term_cache); an unsupervised "
         "calibration needs at least 5: give a file of terms, one per line (--terms FILE)"
     )
     with pytest.raises(InvalidInput) as info:

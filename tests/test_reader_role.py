@@ -154,7 +154,7 @@ WRITES = [
     "DROP TABLE {t}",
     "UPDATE pglogic.corpora SET description = 'hacked'",
     "DELETE FROM pglogic.embeddings",
-    "INSERT INTO pglogic.store.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
+    "INSERT INTO pglogic.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
     "INSERT INTO pglogic.calibration (model, tau, lam, method) VALUES ('m', 0.2, 10, 'corpus')",
     "DELETE FROM pglogic.calibration",
     "DELETE FROM pglogic_alembic_version",

@@ -1,6 +1,6 @@
-"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.store.search, the term cache.
+"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.search, the term cache.
 
-The operators are checked against their NumPy faces on a grid; ``pglogic.store.search`` is checked
+The operators are checked against their NumPy faces on a grid; ``pglogic.search`` is checked
 against the Python path (``pglogic.store.search.search``) on 200 real Reuters documents embedded with
 all-MiniLM-L6-v2: same ids in the same order, scores and similarities to 1e-9.
 """
@@ -181,7 +181,7 @@ def test_operator_functions_nulls_and_errors(conn: Conn) -> None:
     assert {(v, par) for _, v, par in marks} == {("i", "s")}
 
 
-# -- pglogic.store.search: parity with the Python compiler ------------------------------------------------
+# -- pglogic.search: parity with the Python compiler ------------------------------------------------------
 
 QUERIES = [
     '"oil prices" AND "opec"',
@@ -411,7 +411,7 @@ def test_term_cache_path_ranks_like_python(news: Conn, fixed: FixedEmbedder) -> 
     assert uncache_terms(news, corpus.model, ["mining"]) == 1
     exc = sql_error(news, "news", {"tree": json_tree(tree)})
     assert message(exc) == (
-        "Term 'mining' has no vector and is not in pglogic.store.term_cache for model 'all-MiniLM-L6-v2'"
+        "Term 'mining' has no vector and is not in pglogic.term_cache for model 'all-MiniLM-L6-v2'"
     )
     uncache_terms(news, corpus.model)
     assert cached_terms(news, corpus.model) == []
@@ -525,7 +525,7 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         with connect(dsn) as c:
             row = c.execute(
                 "SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = 'pglogic'::regnamespace),"
-                " to_regclass('pglogic.store.term_cache') IS NOT NULL,"
+                " to_regclass('pglogic.term_cache') IS NOT NULL,"
                 " has_schema_privilege('pglogic_reader', 'pglogic', 'USAGE')"
             ).fetchone()
         assert row is not None
@@ -636,6 +636,6 @@ def test_sql_files_ship_inside_the_wheel(tmp_path: Path) -> None:
         "pglogic/migrations/versions/0003_default_operators.py",
         "pglogic/migrations/versions/0004_calibration.py",
         "pglogic/data/arxiv_categories.json",
-        "pglogic/render.py",
-        "pglogic/term_cache.py",
+        "pglogic/engine/render.py",
+        "pglogic/store/term_cache.py",
     } <= names

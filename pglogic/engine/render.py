@@ -1,4 +1,4 @@
-"""Render compiled queries for clients that are not psycopg, and for ``pglogic.store.search`` in SQL.
+"""Render compiled queries for clients that are not psycopg, and for ``pglogic.search()`` in SQL.
 
 :func:`render` turns a :class:`~pglogic.engine.compile.CompiledQuery` into SQL text for another
 language's driver: ``psycopg`` style keeps ``%(name)s`` placeholders, ``numbered`` style uses
@@ -223,7 +223,7 @@ def render(
 
 
 def json_tree(node: Node, vectors: Mapping[str, npt.ArrayLike] | None = None) -> dict[str, Any]:
-    """A query tree as the JSON that ``pglogic.store.search`` reads; with ``vectors``, every term
+    """A query tree as the JSON that ``pglogic.search()`` reads; with ``vectors``, every term
     carries its vector (a list of floats, the exact float32 values).
 
     Example:
@@ -255,7 +255,7 @@ def search_json(
 ) -> dict[str, Any]:
     """The ``query`` argument of ``pglogic.search(corpus, query)`` for a tree and options.
 
-    Terms without a vector must be in ``pglogic.store.term_cache`` (see
+    Terms without a vector must be in ``pglogic.term_cache`` (see
     :func:`pglogic.store.term_cache.cache_terms`). Metadata filters have no SQL-function form yet:
     options with filters raise :class:`InvalidInput`.
 
@@ -266,7 +266,7 @@ def search_json(
     """
     opts = options or SearchOptions()
     if opts.filters:
-        raise InvalidInput("pglogic.store.search (SQL) has no metadata filters; use the Python API")
+        raise InvalidInput("pglogic.search (SQL) has no metadata filters; use the Python API")
     operators = opts.operators if isinstance(opts.operators, str) else opts.operators.spec
     return {
         "tree": json_tree(node, vectors),

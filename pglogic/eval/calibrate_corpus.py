@@ -1,7 +1,7 @@
 """Calibrate a corpus without labels: fit σ((s − τ)·λ) from terms and the stored embeddings.
 
 For users without a labelled dataset. The terms are the ones users already searched (the rows of
-``pglogic.store.term_cache`` for the corpus's model, vectors included: no model is loaded) or a list
+``pglogic.term_cache`` for the corpus's model, vectors included: no model is loaded) or a list
 given by the caller (a text file, one per line, embedded with the corpus's model). Their cosine
 similarities to the corpus's documents (a fixed sample of at most :data:`MAX_DOCUMENTS`) feed
 :func:`pglogic.eval.calibrate.fit_corpus`: τ is where a document is in a term's top 1 %, λ the slope
@@ -107,7 +107,7 @@ def fit_from_corpus(
 ) -> CorpusFit:
     """Fit :func:`pglogic.eval.calibrate.fit_corpus` on the similarities of terms to ``corpus``.
 
-    ``terms`` None means the terms cached for the corpus's model (``pglogic.store.term_cache``, with
+    ``terms`` None means the terms cached for the corpus's model (``pglogic.term_cache``, with
     their stored vectors); otherwise the distinct given terms, embedded by ``embedder`` (default:
     the corpus's model). Similarities are cosines to the corpus's active embeddings
     (:func:`pglogic.eval.evaluate.corpus_embeddings`), at most ``max_documents`` of them drawn with
@@ -128,7 +128,7 @@ def fit_from_corpus(
         if len(texts) < MIN_TERMS:
             raise InvalidInput(
                 f"Only {len(texts)} terms are cached for model {corpus.model!r} "
-                f"(pglogic.store.term_cache); an unsupervised calibration needs at least {MIN_TERMS}: "
+                f"(pglogic.term_cache); an unsupervised calibration needs at least {MIN_TERMS}: "
                 "give a file of terms, one per line (--terms FILE)"
             )
     else:

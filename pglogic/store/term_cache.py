@@ -1,8 +1,8 @@
-"""Term embeddings stored in the database (``pglogic.store.term_cache``), for SQL-only applications.
+"""Term embeddings stored in the database (``pglogic.term_cache``), for SQL-only applications.
 
 ``pglogic.search(corpus, query jsonb)`` needs a vector for every term; an application that cannot
 embed text itself sends terms without vectors, and the function looks them up in
-``pglogic.store.term_cache`` by the corpus's model. :func:`cache_terms` fills that table (run it from
+``pglogic.term_cache`` by the corpus's model. :func:`cache_terms` fills that table (run it from
 Python, e.g. at deploy time, for the terms an application uses).
 
 Example:
@@ -72,7 +72,7 @@ def cache_terms(
     *,
     embedder: Embedder | None = None,
 ) -> list[str]:
-    """Embed ``terms`` with the corpus's model and store them in ``pglogic.store.term_cache``.
+    """Embed ``terms`` with the corpus's model and store them in ``pglogic.term_cache``.
 
     Commits the connection's transaction (like :func:`pglogic.store.corpus.build_index`).
 
