@@ -69,6 +69,17 @@ def _start_server() -> tuple[Server, Any]:
     return Server(server.ensure_running(home)), home
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark by fixture: a test that reaches ``pg_server`` is ``db``, one that reaches ``minilm``
+    is ``model``, so ``-m "not db and not model"`` never starts Postgres or loads the model."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "pg_server" in names:
+            item.add_marker(pytest.mark.db)
+        if "minilm" in names:
+            item.add_marker(pytest.mark.model)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Server]:
     """The session's Postgres server with a migrated template database."""

@@ -55,6 +55,7 @@ def test_unreachable_postgres_is_one_sentence() -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_password_is_not_printed() -> None:
     out = run_cli("--dsn", "postgresql://bob:s3cret@127.0.0.1:1/x", "corpus", "list")
     assert out.returncode == 3

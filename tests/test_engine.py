@@ -537,6 +537,7 @@ def test_or_of_terms_under_max_takes_each_terms_top_k_and_equals_exact(
             np.testing.assert_allclose([h.score for h in hits], [h.score for h in exact], atol=1e-6)
 
 
+@db
 def test_known_scores_default_family(engine_conn: psycopg.Connection[Any], hand: Corpus) -> None:
     hits = run_hand(engine_conn, hand, '"A" AND NOT "B"', k=3)
     assert [h.external_id for h in hits] == ["a", "ac", "abc"]
@@ -1388,6 +1389,7 @@ def test_cli_search_modes(
     ]
 
 
+@pytest.mark.slow
 def test_cli_compile_modes() -> None:
     from tests.conftest import run_cli
 
@@ -1404,6 +1406,7 @@ def test_cli_compile_modes() -> None:
     assert bad.returncode == 2 and "'fast' is not one of" in bad.stderr
 
 
+@pytest.mark.slow
 def test_cli_compile_prints_settings_and_statement() -> None:
     from tests.conftest import run_cli
 
@@ -1440,6 +1443,7 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert '"f0": "1990"' in exact.stdout
 
 
+@pytest.mark.slow
 def test_cli_syntax_error_prints_caret_and_exits_2() -> None:
     from tests.conftest import run_cli
 
@@ -1453,6 +1457,7 @@ def test_cli_syntax_error_prints_caret_and_exits_2() -> None:
     assert " ".join(refused.stderr.split()) == f"Error: {NEGATED_ONLY_MESSAGE}"
 
 
+@pytest.mark.slow
 def test_cli_errors_are_not_wrapped() -> None:
     from tests.conftest import run_cli
 

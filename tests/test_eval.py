@@ -242,12 +242,14 @@ def test_calibrate_then_eval_with_the_fitted_truth_map(
     assert json.loads(res.stdout)["method"] == "corpus"
 
 
+@pytest.mark.slow
 def test_eval_rejects_a_bad_truth_map(tmp_path: Path) -> None:
     res = run_cli("eval", str(tmp_path), "--truth", "sigmoid:0.2:-1")
     assert res.returncode != 0
     assert "A sigmoid truth map needs a finite tau and lambda > 0" in res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--per-template", "--max-given"])
 def test_eval_rejects_negative_counts(option: str, tmp_path: Path) -> None:
     res = run_cli("eval", str(tmp_path), option, "-1")
@@ -262,6 +264,7 @@ def test_eval_rejects_a_directory_without_a_corpus(dsn: str, tmp_path: Path) -> 
     assert "corpus.jsonl" in res.stderr
 
 
+@pytest.mark.slow
 def test_eval_rejects_a_bad_calibration_before_loading(tmp_path: Path) -> None:
     res = run_cli("eval", str(tmp_path), "--calibration", "sigmoid:x:1")
     assert res.returncode != 0

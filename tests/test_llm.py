@@ -303,6 +303,7 @@ def test_ask_without_endpoint_fails_before_touching_the_database(
         api.ask("news", "grain but not wheat")
 
 
+@pytest.mark.slow
 def test_openai_is_imported_lazily_and_its_absence_explained(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -507,6 +508,7 @@ def test_cli_ask_says_when_it_falls_back(server: ChatServer, ask_dsn: str) -> No
     assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_cli_ask_without_endpoint_is_one_sentence() -> None:
     proc = run_cli("ask", "news", "grain but not wheat", env={**CLI_ENV, **NO_LLM_ENV})
     assert proc.returncode == 2

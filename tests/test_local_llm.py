@@ -206,6 +206,7 @@ def test_pinned_checksum_is_a_sha256() -> None:
 # -- CLI ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", ["fetch", "serve", "status"])
 def test_llm_cli_help(cmd: str) -> None:
     res = run_cli("llm", cmd, "--help")
@@ -213,6 +214,7 @@ def test_llm_cli_help(cmd: str) -> None:
     assert "Examples:" in res.stdout and f"pglogic llm {cmd}" in res.stdout
 
 
+@pytest.mark.slow
 def test_llm_serve_without_model_says_fetch(tmp_path: Path) -> None:
     res = run_cli("llm", "serve", "--port", "1", env={"PGLOGIC_HOME": str(tmp_path)})
     assert res.returncode != 0
@@ -303,6 +305,7 @@ def _local_model_missing() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_local_model_missing() is not None, reason=str(_local_model_missing()))
 def test_real_local_model_rewrites_questions() -> None:
     port = _free_port()

@@ -81,6 +81,7 @@ def test_eval_nl_end_to_end(
         assert 0.0 <= summary["ndcg@10"][method] <= 1.0
 
 
+@pytest.mark.slow
 def test_eval_nl_without_an_endpoint_is_a_clear_error(shared_data: Path, tmp_path: Path) -> None:
     env = {"PGLOGIC_LLM_BASE_URL": "", "PGLOGIC_LLM_MODEL": "", "OPENAI_API_KEY": "",
            "OPENAI_BASE_URL": ""}  # fmt: skip

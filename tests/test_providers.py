@@ -486,6 +486,7 @@ def test_e5_corpus_stores_passage_vectors(conn: Any) -> None:
 # -- pglogic models ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_models_list() -> None:
     out = run_cli("models", "list", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
@@ -520,6 +521,7 @@ def test_models_list() -> None:
     assert rows[-1]["dim"] == 384 and rows[-1]["where"] == "remote: http://127.0.0.1:8000/v1"
 
 
+@pytest.mark.slow
 def test_models_fetch_refuses_unknown_names() -> None:
     out = run_cli("models", "fetch", "bert")
     assert out.returncode == 2 and "'bert' is not 'all-mpnet-base-v2'" in out.stderr

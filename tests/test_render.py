@@ -318,12 +318,14 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
         assert abs(r[4] - h.score) <= 1e-6  # terms embedded one by one vs in one batch
 
 
+@pytest.mark.slow
 def test_cli_inline_needs_a_corpus() -> None:
     out = run_cli("compile", '"a"', "--vectors", "inline")
     assert out.returncode == 2
     assert "--vectors inline needs --corpus" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_numbered_without_corpus() -> None:
     out = run_cli("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
     assert out.returncode == 0, out.stderr
