@@ -38,11 +38,13 @@ def test_every_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
     assert cmd.help or cmd.short_help, f"{path} has no description"
 
 
-def test_every_command_is_in_the_readme() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_every_command_is_in_the_readme_or_docs() -> None:
+    root = Path(__file__).resolve().parents[1]
+    text = "".join(p.read_text() for p in [root / "README.md", *sorted(root.glob("docs/*.md"))])
     for path in _commands(cli):
         if path:
-            assert "pglogic " + " ".join(path) in readme, f"README lacks 'pglogic {' '.join(path)}'"
+            name = "pglogic " + " ".join(path)
+            assert name in text, f"neither README.md nor docs/*.md mentions '{name}'"
 
 
 @pytest.mark.db
