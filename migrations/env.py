@@ -1,9 +1,11 @@
 """Alembic environment for pglogic.
 
-Used two ways: by ``pglogic db upgrade`` (which hands over a live connection in
-``config.attributes["connection"]``) and by plain ``alembic -c alembic.ini upgrade head`` with
-``sqlalchemy.url`` (or ``PGLOGIC_DSN``) set. The version table lives in the ``public`` schema as
-``pglogic_alembic_version`` so that it never collides with an application's own Alembic history.
+Used three ways: by ``pglogic db upgrade`` (which hands over a live connection in
+``config.attributes["connection"]``), by plain ``alembic -c alembic.ini upgrade head`` with
+``sqlalchemy.url`` (or ``PGLOGIC_DSN``) set, and offline by ``pglogic db sql`` (Alembic's
+``--sql`` mode: the upgrade as one PostgreSQL script, no database needed). The version table
+lives in the ``public`` schema as ``pglogic_alembic_version`` so that it never collides with an
+application's own Alembic history.
 """
 
 from __future__ import annotations
@@ -27,9 +29,28 @@ def _url() -> str:
     return url
 
 
+# An offline upgrade from a revision first checks that the database is at that revision (the
+# version table's UPDATEs alone would match no row and change nothing).
+CHECK_START = """\
+DO $do$
+BEGIN
+    IF (SELECT array_agg(version_num) FROM {table}) IS DISTINCT FROM ARRAY['{start}']::varchar[]
+    THEN
+        RAISE EXCEPTION 'pglogic: this script upgrades from revision {start}; the database is at %',
+            coalesce((SELECT string_agg(version_num, ', ') FROM {table}), 'no revision');
+    END IF;
+END
+$do$;
+"""
+
+
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), literal_binds=True, version_table=VERSION_TABLE)
+    # No database: the SQL is written for PostgreSQL, whatever the URL says.
+    context.configure(dialect_name="postgresql", literal_binds=True, version_table=VERSION_TABLE)
+    start = context.get_starting_revision_argument()
     with context.begin_transaction():
+        if isinstance(start, str) and start != "base":
+            context.static_output(CHECK_START.format(table=VERSION_TABLE, start=start).strip())
         context.run_migrations()
 
 

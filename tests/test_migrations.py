@@ -1,18 +1,88 @@
-"""Migrations up and down on a real Postgres, and the schema shipped inside the package."""
+"""Migrations up and down on a real Postgres; the frozen SQL of each revision.
+
+Each revision applies its own copy of the SQL (``migrations/versions/sql/<rev>_<file>.sql``),
+never the current ``sql/``: the copies never change (their SHA-256 are pinned here), and the
+newest copy of each file of ``sql/`` is that file byte for byte, so a change to ``sql/`` needs a
+new revision (migrations/README.md).
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import zipfile
+import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
+from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.db import connect
 
-pytestmark = pytest.mark.db
+VERSIONS = resource_dir("migrations") / "versions"
+FROZEN = VERSIONS / "sql"
+
+#: The frozen SQL of every revision. A new revision adds its files here; an existing line never
+#: changes (a database at that revision has exactly that text).
+FROZEN_SHA256 = {
+    "0002_operators.sql": "02954ed7e300bc6c5935ffa6eb89a3cb3b5b80599118a3b891e69fb4d9d4476c",
+    "0002_search.sql": "7bcc44b9fd3488d52cb11f1e46073e8a13bb3e4aca914a1fe6b9edf87cc1b361",
+    "0002_reader.sql": "e2040a525b7d5f84bd6c551b21d9da98dfd09322f448c3c5aec756d442562468",
+    "0003_search.sql": "521794b33e8612878a127484cde58bb625c0bb9325d341c9625da294fa131a10",
+    "0004_search.sql": "379e70586a165ab891d0753484f769461039a836063a8d6eeaf40c9234c535a3",
+}
+
+_FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")
+
+
+def _revision_files() -> dict[str, Path]:
+    out = {}
+    for path in VERSIONS.glob("*.py"):
+        match = re.search(r"^revision = \"(\w+)\"$", path.read_text(encoding="utf-8"), re.M)
+        if match:
+            out[match.group(1)] = path
+    return out
+
+
+def test_frozen_sql_never_changes() -> None:
+    got = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in FROZEN.glob("*")}
+    assert got == FROZEN_SHA256, (
+        "migrations/versions/sql/ changed: a released revision's SQL is frozen; put changed SQL "
+        "in a new revision (migrations/README.md)"
+    )
+
+
+def test_the_newest_frozen_copy_of_each_sql_file_is_sql() -> None:
+    """``sql/`` is what the head installs: a change to it needs a new revision with a copy."""
+    newest: dict[str, Path] = {}
+    revisions = _revision_files()
+    for path in sorted(FROZEN.glob("*.sql")):
+        match = _FROZEN_NAME.match(path.name)
+        assert match, f"{path.name}: frozen files are named <revision>_<file of sql/>"
+        rev, name = match.groups()
+        assert rev in revisions, f"{path.name}: no revision {rev}"
+        newest[name] = path  # sorted by name: the later revision wins
+    sources = {p.name for p in resource_dir("sql").glob("*.sql")} - {"install.sql"}
+    assert set(newest) == sources, "every file of sql/ (but install.sql) has frozen copies"
+    for name, path in newest.items():
+        assert path.read_bytes() == (resource_dir("sql") / name).read_bytes(), (
+            f"sql/{name} differs from its newest frozen copy, {path.name}: add a revision "
+            "that installs it (migrations/README.md)"
+        )
+
+
+def test_revisions_read_only_their_frozen_sql() -> None:
+    """No revision imports pglogic or reads ``sql/``: what it runs cannot change later."""
+    used: set[str] = set()
+    for rev, path in _revision_files().items():
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(from|import) pglogic", text, re.M), (
+            f"{path.name} imports pglogic"
+        )
+        assert "sql_text" not in text and "resource_dir" not in text, path.name
+        used |= set(re.findall(r"\b(\d{4}_\w+\.sql)\b", text))
+        for name in re.findall(r"\b(\d{4})_\w+\.sql\b", text):
+            assert name <= rev, f"{path.name} reads the SQL of a later revision, {name}"
+    assert used == set(FROZEN_SHA256), "every frozen file is applied by a revision"
 
 
 def _tables(dsn: str) -> set[str]:
@@ -66,21 +136,6 @@ def test_cli_db_commands(empty_dsn: str) -> None:
     out = run_cli("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
     assert out.returncode == 0, out.stderr
     assert migrate.current(empty_dsn) is None
-
-
-def test_migrations_ship_inside_the_wheel(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(root)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    wheel = next(tmp_path.glob("pglogic-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
-    assert "pglogic/migrations/env.py" in names
-    assert "pglogic/migrations/script.py.mako" in names
-    assert "pglogic/migrations/versions/0001_initial.py" in names
-    assert "pglogic/py.typed" in names
 
 
 def test_unknown_revision_is_a_clear_error(empty_dsn: str) -> None:

@@ -1,7 +1,8 @@
 """Migrations down and up again on a database with data in it lose nothing.
 
-Two histories: pglogic's own (every step above the first, whatever revisions exist) and an
-application's history that uses pglogic's corpus operations on a corpus full of documents.
+Two histories: pglogic's own (every step above the first, whatever revisions exist: data, and
+the schema's catalog back at head) and an application's history that uses pglogic's corpus
+operations on a corpus full of documents.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
 from tests.test_alembic_ops import make_env
+from tests.test_install import catalog, diff, revisions
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
@@ -90,8 +92,10 @@ def test_every_pglogic_migration_step_round_trips_with_data(dsn: str) -> None:
     assert len(before["corpus_1"][1]) == 12 and len(before["corpus_2"][1]) == 8
     assert "embedding_2" in before["corpus_2"][0]
 
+    schema = catalog(dsn)
     script = ScriptDirectory(str(migrate.script_location()))
     steps = [r for r in script.walk_revisions() if r.down_revision is not None]
+    assert [r.revision for r in reversed(steps)] == revisions()[1:]  # every step
     assert migrate.current(dsn) == migrate.head()
     for rev in steps:  # newest first: from head down to just below rev, then back up
         down = rev.down_revision
@@ -101,6 +105,8 @@ def test_every_pglogic_migration_step_round_trips_with_data(dsn: str) -> None:
         assert snapshot(dsn) == before, f"downgrade {rev.revision} -> {down} changed data"
         migrate.upgrade(dsn, "head")
         assert snapshot(dsn) == before, f"upgrade {down} -> head changed data"
+        again = catalog(dsn)
+        assert again == schema, (f"down to {down} and up: the schema changed", diff(again, schema))
     assert migrate.current(dsn) == migrate.head()
     with connect(dsn) as conn:  # and the corpora still work
         assert get_corpus(conn, "switched").column == "embedding_2"

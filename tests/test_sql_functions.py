@@ -539,6 +539,16 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
     assert objects() == (25, True, True)
 
 
+def all_functions(dsn: str) -> dict[str, str]:
+    """``pg_get_functiondef`` of every pglogic function, by signature."""
+    with connect(dsn) as c:
+        rows = c.execute(
+            "SELECT oid::regprocedure::text, pg_get_functiondef(oid) FROM pg_proc"
+            " WHERE pronamespace = 'pglogic'::regnamespace"
+        ).fetchall()
+    return dict(rows)
+
+
 def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None:
     def default() -> list[str]:
         with connect(dsn) as c:
@@ -546,9 +556,19 @@ def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None
         assert row is not None
         return list(row[0])
 
+    migrate.downgrade(dsn, "0003")
+    at_0003 = all_functions(dsn)
     assert default() == ["product", "max", "complement"]
     migrate.downgrade(dsn, "0002")
     assert default() == ["product", "sum", "complement"]
+    at_0002 = all_functions(dsn)
+    # 0003 changed this one function and nothing else
+    assert {f for f in at_0003 if at_0003[f] != at_0002.get(f)} == {
+        "pglogic._resolve_operators(jsonb)"
+    }
+    assert set(at_0002) == set(at_0003)
+    migrate.upgrade(dsn, "0003")
+    assert all_functions(dsn) == at_0003
     migrate.upgrade(dsn)
     assert default() == ["product", "max", "complement"]
 
@@ -587,6 +607,7 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
         return str(row[0])
 
     head = state()
+    head_functions = all_functions(dsn)
     assert head["table"] and head["float_text"] and head["reader"]
     assert head["plan_config"].startswith("search_path=pg_catalog, ")
     assert truth("sigmoid:0.1:2") == "sigmoid:0.1:2.0"
@@ -598,6 +619,13 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
     for f in changed:
         assert old["defs"][f] != head["defs"][f]
         assert "calibrat" not in old["defs"][f] and "sigmoid" not in old["defs"][f]
+    old_functions = all_functions(dsn)
+    # 0004 changed those three, added _float_text and left every other function as it was
+    assert set(head_functions) - set(old_functions) == {"pglogic._float_text(double precision)"}
+    # (regprocedure writes no space after the commas)
+    assert {f for f in old_functions if old_functions[f] != head_functions[f]} == {
+        f"pglogic.{f}".replace(", ", ",") for f in changed
+    }
     assert truth("sigmoid:0.1:2") == (
         "Unknown truth map 'sigmoid:0.1:2': valid names are clamp, affine"
     )
@@ -608,34 +636,5 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
 
 
 def test_sql_files_ship_in_the_package() -> None:
-
     names = {p.name for p in resource_dir("sql").iterdir()}
-    assert {"operators.sql", "search.sql", "reader.sql"} <= names
-
-
-def test_sql_files_ship_inside_the_wheel(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-    import zipfile
-
-    root = Path(__file__).resolve().parents[1]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(root)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    wheel = next(tmp_path.glob("pglogic-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
-    assert {
-        "pglogic/sql/operators.sql",
-        "pglogic/sql/search.sql",
-        "pglogic/sql/reader.sql",
-        "pglogic/sql/resolve_operators_0002.sql",
-        "pglogic/sql/search_0003.sql",
-        "pglogic/migrations/versions/0002_sql_functions.py",
-        "pglogic/migrations/versions/0003_default_operators.py",
-        "pglogic/migrations/versions/0004_calibration.py",
-        "pglogic/data/arxiv_categories.json",
-        "pglogic/engine/render.py",
-        "pglogic/store/term_cache.py",
-    } <= names
+    assert {"operators.sql", "search.sql", "reader.sql", "install.sql"} <= names

@@ -1,14 +1,15 @@
 """SQL functions for applications that are not Python, a term cache and a read-only role.
 
-Installs ``pglogic/sql/*.sql`` (shipped inside the package):
+Installs this revision's frozen SQL (``versions/sql/0002_*.sql``, the text of ``sql/`` while
+0002 was the newest revision; it never reads the current ``sql/``):
 
-* ``operators.sql``: the fuzzy operators as SQL functions (``pglogic.and_product(VARIADIC
+* ``0002_operators.sql``: the fuzzy operators as SQL functions (``pglogic.and_product(VARIADIC
   double precision[])``, ``pglogic.or_max``, ``pglogic.not_complement(x)``,
-  ``pglogic.truth_clamp(s)``, ...), the same definitions as ``pglogic/operators.py``;
-* ``search.sql``: the table ``pglogic.term_cache`` and ``pglogic.search(corpus, query jsonb)``
-  (plus ``pglogic.search_plan``), which builds the same statement as the Python compiler;
-* ``reader.sql``: the role ``pglogic_reader`` (NOLOGIN, created if missing) with USAGE, SELECT,
-  EXECUTE and default privileges in schema ``pglogic``.
+  ``pglogic.truth_clamp(s)``, ...), the same definitions as ``pglogic.engine.operators``;
+* ``0002_search.sql``: the table ``pglogic.term_cache`` and ``pglogic.search(corpus, query
+  jsonb)`` (plus ``pglogic.search_plan``), which builds the same statement as the Python compiler;
+* ``0002_reader.sql``: the role ``pglogic_reader`` (NOLOGIN, created if missing) with USAGE,
+  SELECT, EXECUTE and default privileges in schema ``pglogic``.
 
 Downgrading drops the functions and the term cache and revokes the grants; the role itself stays
 (roles belong to the whole cluster; other databases may use it).
@@ -20,16 +21,16 @@ Create Date: 2026-11-29
 
 from __future__ import annotations
 
-from alembic import op
+from pathlib import Path
 
-from pglogic.resources import sql_text
+from alembic import context, op
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-SQL_FILES = ("operators.sql", "search.sql", "reader.sql")
+SQL_FILES = ("0002_operators.sql", "0002_search.sql", "0002_reader.sql")
 
 FUNCTIONS = (
     "pglogic.search_plan(text, jsonb)",
@@ -43,7 +44,8 @@ FUNCTIONS = (
     "pglogic._bool_option(jsonb, text, boolean)",
     "pglogic._int_option(jsonb, text, integer)",
     "pglogic._show(jsonb)",
-    "pglogic._float_text(double precision)",  # search.sql since 0004; created here on a fresh install
+    # 0004's helper: a database migrated before the revisions were frozen may have it at 0002
+    "pglogic._float_text(double precision)",
     "pglogic.and_product(double precision[])",
     "pglogic.and_sum(double precision[])",
     "pglogic.and_min(double precision[])",
@@ -76,17 +78,14 @@ $do$;
 """
 
 
-def sql_file(name: str) -> str:
-    """Return the text of ``pglogic/sql/<name>`` from the installed package.
-
-    Example:
-        >>> "pglogic.and_product" in sql_file("operators.sql")
-        True
-    """
-    return sql_text(name)
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
-def _run_script(script: str) -> None:
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
     # Straight to the driver without parameters: the scripts hold several statements and '%'
     # (format(), RAISE), which must not be read as bind parameters.
     op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
@@ -94,11 +93,11 @@ def _run_script(script: str) -> None:
 
 def upgrade() -> None:
     for name in SQL_FILES:
-        _run_script(sql_file(name))
+        _run(_frozen(name))
 
 
 def downgrade() -> None:
-    _run_script(REVOKE_READER)
+    _run(REVOKE_READER)
     for signature in FUNCTIONS:
-        _run_script(f"DROP FUNCTION IF EXISTS {signature}")
-    _run_script("DROP TABLE IF EXISTS pglogic.term_cache")
+        _run(f"DROP FUNCTION IF EXISTS {signature};")
+    _run("DROP TABLE IF EXISTS pglogic.term_cache;")

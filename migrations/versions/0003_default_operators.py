@@ -1,10 +1,10 @@
 """The default operator family of ``pglogic.search()`` becomes ``product-max``.
 
-Re-creates ``pglogic._resolve_operators`` from its current definition in
-``pglogic/sql/search.sql``: no operators (or a partial spec such as ``not=reciprocal``) now means
-and=product, or=max, not=complement, like ``pglogic.operators.DEFAULT_FAMILY``; the preset
-``itlr`` keeps its meaning. Downgrading restores 0002's definition, frozen in
-``pglogic/sql/resolve_operators_0002.sql``.
+Applies ``versions/sql/0003_search.sql``, the frozen text of ``sql/search.sql`` at this revision:
+it differs from 0002's only in ``pglogic._resolve_operators`` (and comments), so no operators (or
+a partial spec such as ``not=reciprocal``) now means and=product, or=max, not=complement, like
+``pglogic.engine.operators.DEFAULT_FAMILY``; the preset ``itlr`` keeps its meaning. Downgrading
+applies 0002's ``0002_search.sql`` again.
 
 Revision ID: 0003
 Revises: 0002
@@ -13,33 +13,31 @@ Create Date: 2026-11-22
 
 from __future__ import annotations
 
-from alembic import op
+from pathlib import Path
 
-from pglogic.resources import sql_text
+from alembic import context, op
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-_START = "-- Resolve an operator family"
-_END = "$fn$;"
 
-
-def _sql(name: str) -> str:
-    return sql_text(name)
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
     # Straight to the driver: the function bodies hold '%' (RAISE), not bind parameters.
     op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:
-    text = _sql("search.sql")
-    start = text.index(_START)
-    _run(text[start : text.index(_END, start) + len(_END)])
+    _run(_frozen("0003_search.sql"))
 
 
 def downgrade() -> None:
-    _run(_sql("resolve_operators_0002.sql"))
+    _run(_frozen("0002_search.sql"))

@@ -3,14 +3,14 @@
 Creates the table ``pglogic.calibration``: the fitted parameters of ITLR's truth map
 σ((s − τ)·λ) per embedding model (``corpus_id`` NULL) or per corpus, one row per
 (model, corpus_id) (``NULLS NOT DISTINCT``, PostgreSQL >= 15), written by
-``pglogic calibrate ... --save`` (:mod:`pglogic.calibration_store`). Readers
+``pglogic calibrate ... --save`` (:mod:`pglogic.store.calibration_store`). Readers
 (``pglogic_reader``) may SELECT it.
 
-Then re-applies ``pglogic/sql/search.sql`` (every statement in it is idempotent), so that
-``pglogic.search()`` accepts ``"truth": "sigmoid:TAU:LAMBDA"`` and ``"truth": "calibrated"``
-(new helper ``pglogic._float_text``; new bodies of ``_resolve_truth``, ``_score_sql``,
-``_plan``). Downgrading restores 0003's bodies of those three, frozen in
-``pglogic/sql/search_0003.sql``, and drops the helper and the table.
+Then applies ``versions/sql/0004_search.sql``, the frozen text of ``sql/search.sql`` at this
+revision (every statement in it is idempotent), so that ``pglogic.search()`` accepts
+``"truth": "sigmoid:TAU:LAMBDA"`` and ``"truth": "calibrated"`` (new helper
+``pglogic._float_text``; new bodies of ``_resolve_truth``, ``_score_sql``, ``_plan``).
+Downgrading applies 0003's ``0003_search.sql`` again and drops the helper and the table.
 
 Revision ID: 0004
 Revises: 0003
@@ -19,9 +19,9 @@ Create Date: 2026-12-06
 
 from __future__ import annotations
 
-from alembic import op
+from pathlib import Path
 
-from pglogic.resources import sql_text
+from alembic import context, op
 
 revision = "0004"
 down_revision = "0003"
@@ -57,21 +57,24 @@ $do$;
 """
 
 
-def _sql(name: str) -> str:
-    return sql_text(name)
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
     # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
     op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:
     _run(CREATE_TABLE)
-    _run(_sql("search.sql"))
+    _run(_frozen("0004_search.sql"))
 
 
 def downgrade() -> None:
-    _run(_sql("search_0003.sql"))
-    _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision)")
-    _run("DROP TABLE IF EXISTS pglogic.calibration")
+    _run(_frozen("0003_search.sql"))
+    _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
+    _run("DROP TABLE IF EXISTS pglogic.calibration;")

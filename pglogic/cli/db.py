@@ -3,6 +3,7 @@
 Example:
     $ pglogic db upgrade
     $ pglogic db current
+    $ pglogic db sql > install.sql
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import click
 from pglogic.cli import ui
 from pglogic.cli.ui import console, example
 
+_EXAMPLES = ("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base",
+             "pglogic db sql > install.sql")  # fmt: skip
 
-@click.group(
-    epilog=example("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base")
-)
+
+@click.group(epilog=example(*_EXAMPLES))
 def db() -> None:
     """Apply or inspect the schema migrations (Alembic, shipped with the package)."""
 
@@ -55,3 +57,22 @@ def db_current(ctx: click.Context) -> None:
 
     api = ui.api(ctx)
     console.print(f"current: {migrate.current(api.dsn) or 'none'}  head: {migrate.head()}")
+
+
+@db.command(
+    "sql",
+    epilog=example("pglogic db sql > install.sql", "pglogic db sql --from 0004 > upgrade.sql"),
+)
+@click.option(
+    "--from", "start", metavar="REVISION",
+    help="Write the upgrade of a database at REVISION (default: an empty database).",
+)  # fmt: skip
+@click.argument("revision", default="head")
+def db_sql(start: str | None, revision: str) -> None:
+    """Print the upgrade to REVISION (default: head) as one script for psql; no database needed.
+
+    From an empty database this is sql/install.sql: psql "$DSN" -v ON_ERROR_STOP=1 -f FILE.
+    """
+    from pglogic.store import migrate
+
+    click.echo(migrate.upgrade_sql(start, revision), nl=False)
