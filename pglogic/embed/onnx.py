@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,9 @@ class OnnxEmbedder:
     ) -> None:
         if sha256 is not None:
             verify_sha256(model, sha256)
-        import onnxruntime as ort
+        with warnings.catch_warnings():  # its import's own notices are not for the user
+            warnings.simplefilter("ignore")
+            import onnxruntime as ort
         from tokenizers import Tokenizer
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

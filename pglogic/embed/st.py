@@ -14,9 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,31 @@ def offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+@contextlib.contextmanager
+def quiet_load() -> Iterator[None]:
+    """Keep the libraries' warnings and progress bars off the terminal while a model loads.
+
+    torch, transformers and sentence-transformers warn about their own internals (deprecations,
+    optional packages) and draw a "Loading weights" bar when transformers was imported before
+    :func:`offline` ran; none of it is for pglogic's user. Restores both settings afterwards.
+
+    Example:
+        >>> with quiet_load():
+        ...     warnings.warn("not shown")
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bars: Any = sys.modules.get("transformers.utils.logging")
+        was_on = bars is not None and bool(bars.is_progress_bar_enabled())
+        if was_on:
+            bars.disable_progress_bar()
+        try:
+            yield
+        finally:
+            if was_on:
+                bars.enable_progress_bar()
 
 
 def resolve_model_path(name: str) -> Path:
@@ -98,9 +126,10 @@ class SentenceTransformerEmbedder:
         path = resolve_model_path(name)
         offline()
         try:
-            from sentence_transformers import SentenceTransformer
+            with quiet_load():
+                from sentence_transformers import SentenceTransformer
 
-            self._model: Any = SentenceTransformer(str(path), device="cpu")
+                self._model: Any = SentenceTransformer(str(path), device="cpu")
         except Exception as exc:  # the library raises many kinds on broken model files
             raise EmbeddingError(f"Embedding model {name!r} failed to load: {exc}") from exc
         self.name = name
@@ -135,4 +164,10 @@ class SentenceTransformerEmbedder:
         return np.asarray(out, dtype=np.float32)
 
 
-__all__ = ["PACKAGED_MODELS", "SentenceTransformerEmbedder", "offline", "resolve_model_path"]
+__all__ = [
+    "PACKAGED_MODELS",
+    "SentenceTransformerEmbedder",
+    "offline",
+    "quiet_load",
+    "resolve_model_path",
+]

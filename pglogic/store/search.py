@@ -1,7 +1,10 @@
 """Run logical (and plain) searches: parse, embed the terms in one batch, compile, execute.
 
 A query text with no quote character is a plain semantic search for that text (one term);
-anything else is parsed as a logical query.
+anything else is parsed as a logical query. With ``use_term_cache`` the terms' vectors are
+first looked up in ``pglogic.term_cache`` (one query; see :mod:`pglogic.store.term_cache`) and
+the model is loaded only for the terms not found there; with ``remember_terms`` too, the terms
+it embedded are stored there, so the next search of them loads no model.
 
 Example:
     >>> res = search(conn, corpus, '"oil prices" AND NOT "natural gas"', embedder=emb)  # doctest: +SKIP
@@ -18,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from psycopg import sql
+import numpy as np
+from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from pglogic.embed.base import Embedder
@@ -32,9 +36,11 @@ from pglogic.engine.compile import (
     set_local,
 )
 from pglogic.engine.filters import Filter, filters_sql
+from pglogic.engine.render import vector_literal
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import EmbeddingError, QueryError
 from pglogic.query import Node, Term, parse, positive_terms
+from pglogic.query import terms as tree_terms
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.db import Connection, vector_version, version_tuple
 
@@ -64,6 +70,8 @@ class SearchResult:
     compiled: CompiledQuery
     hits: list[Hit]
     timings: dict[str, float] = field(default_factory=dict)
+    #: The terms whose vectors came from ``pglogic.term_cache`` (the others were embedded).
+    cached_terms: tuple[str, ...] = ()
 
 
 def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
@@ -107,6 +115,70 @@ def server_has_iterative_scan(conn: Connection) -> bool:
         version = vector_version(conn)
         _ITERATIVE[key] = version is not None and version_tuple(version) >= (0, 8)
     return _ITERATIVE[key]
+
+
+TERM_CACHE = sql.Identifier("pglogic", "term_cache")
+
+
+def cached_term_vectors(
+    conn: Connection, corpus: Corpus, terms: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The vectors of ``terms`` stored in ``pglogic.term_cache`` for the corpus's model (one query).
+
+    :func:`pglogic.store.term_cache.cache_terms` stores them, keyed by model spec and term, as
+    the query side of the corpus's model embeds them (the vectors ``search`` would compute).
+    Only vectors of the corpus's dimension count. Terms not cached are absent from the result;
+    so are all of them when the table is missing or not readable by this role. Leaves the
+    connection's transaction state as it was (a savepoint inside a transaction).
+
+    Example:
+        >>> sorted(cached_term_vectors(conn, corpus, ["oil prices", "uncached"]))  # doctest: +SKIP
+        ['oil prices']
+    """
+    if not terms:
+        return {}
+    stmt = sql.SQL(
+        "SELECT term, embedding::real[] FROM {} "
+        "WHERE model = %s AND term = ANY(%s) AND vector_dims(embedding) = %s"
+    ).format(TERM_CACHE)
+    try:
+        with conn.transaction():
+            rows = conn.execute(stmt, (corpus.model, list(terms), corpus.dim)).fetchall()
+    except (errors.UndefinedTable, errors.InsufficientPrivilege, errors.UndefinedFunction):
+        return {}
+    return {str(r[0]): np.asarray(r[1], dtype=np.float32) for r in rows}
+
+
+def remember_term_vectors(conn: Connection, corpus: Corpus, vectors: dict[str, Any]) -> int:
+    """Store the query vectors of terms in ``pglogic.term_cache`` for the corpus's model.
+
+    Best effort, for :func:`search`: entries already there are kept (``ON CONFLICT DO NOTHING``),
+    and nothing is stored (0 returned) for a role that cannot write the table or a read-only
+    transaction. Like :func:`cached_term_vectors` it leaves the transaction state as it was: a
+    write inside the caller's transaction commits with it. Returns the number of rows written.
+
+    Example:
+        >>> remember_term_vectors(conn, corpus, {"oil prices": vec})  # doctest: +SKIP
+        1
+    """
+    if not vectors:
+        return 0
+    stmt = sql.SQL(
+        "INSERT INTO {} (model, term, embedding) VALUES (%s, %s, %s::vector) "
+        "ON CONFLICT (model, term) DO NOTHING"
+    ).format(TERM_CACHE)
+    rows = [(corpus.model, t, vector_literal(v)) for t, v in vectors.items()]
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(stmt, rows)
+            return max(0, cur.rowcount)
+    except (
+        errors.InsufficientPrivilege,
+        errors.ReadOnlySqlTransaction,
+        errors.UndefinedTable,
+        errors.CheckViolation,
+    ):
+        return 0
 
 
 def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object]) -> list[Hit]:
@@ -160,12 +232,26 @@ def search(
     *,
     embedder: Embedder | Callable[[], Embedder],
     options: SearchOptions | None = None,
+    use_term_cache: bool = False,
+    remember_terms: bool = False,
 ) -> SearchResult:
     """Search ``corpus`` with a logical query (or plain text) and return the ranked hits.
+
+    ``embedder`` embeds the terms: an embedder of the corpus's model (query side), or a
+    function returning one, called only when a term needs embedding. ``use_term_cache`` takes
+    the vectors of the terms cached in ``pglogic.term_cache`` for the corpus's model
+    (:func:`cached_term_vectors`) and embeds only the others: a search whose terms are all
+    cached loads no model. Give it only with an embedder of the corpus's own model, whose
+    vectors the cache holds (:meth:`pglogic.PgLogic.search` does). ``remember_terms`` then
+    stores the query's terms it embedded there (:func:`remember_term_vectors`), once the
+    statement has run.
 
     Example:
         >>> search(conn, corpus, "vitamin D", embedder=emb).hits[:1]  # doctest: +SKIP
         [Hit(id=7, external_id='d7', title='...', score=0.61, similarities={'vitamin D': 0.61})]
+        >>> res = search(conn, corpus, '"a" AND "b"', embedder=load, use_term_cache=True)  # doctest: +SKIP
+        >>> res.cached_terms  # doctest: +SKIP
+        ('a', 'b')
     """
     opts = options or SearchOptions()
     opts = replace(opts, truth=resolve_stored_truth(conn, corpus, opts.truth))  # "calibrated"
@@ -188,18 +274,27 @@ def search(
         tree, corpus, opts, server_has_iterative_scan=iterative, filter_selectivity=selectivity
     )
     t1 = time.perf_counter()
-    if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
-        embedder = embedder()
-    emb = cast(Embedder, embedder)
-    if emb.dim != corpus.dim:
-        raise EmbeddingError(
-            f"Model {emb.name!r} makes {emb.dim}-d vectors but corpus "
-            f"{corpus.name!r} stores {corpus.dim}-d vectors of {corpus.model!r}"
-        )
-    matrix = emb.embed(compiled.terms)
-    vectors: dict[str, object] = dict(zip(compiled.terms, matrix, strict=True))
+    found: dict[str, object] = {}
+    if use_term_cache:
+        found.update(cached_term_vectors(conn, corpus, compiled.terms))
+    missing = [t for t in compiled.terms if t not in found]
+    if missing or not compiled.terms:
+        if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
+            embedder = embedder()
+        emb = cast(Embedder, embedder)
+        if emb.dim != corpus.dim:
+            raise EmbeddingError(
+                f"Model {emb.name!r} makes {emb.dim}-d vectors but corpus "
+                f"{corpus.name!r} stores {corpus.dim}-d vectors of {corpus.model!r}"
+            )
+        found.update(zip(missing, emb.embed(missing), strict=True))
+    vectors: dict[str, object] = {t: found[t] for t in compiled.terms}
+    cached = tuple(t for t in compiled.terms if t not in missing)
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)
+    if remember_terms and missing:  # the query's own terms, not NSFL's fused texts
+        query_terms = set(tree_terms(tree))
+        remember_term_vectors(conn, corpus, {t: found[t] for t in missing if t in query_terms})
     timings = {"compile": t1 - t0, "embed": t2 - t1}
     if overfetch and len(hits) < opts.k:
         # The over-fetched index scans found too few rows that pass the filter: score every
@@ -208,7 +303,7 @@ def search(
         compiled = compile_query(tree, corpus, replace(opts, exact=True))
         hits = execute(conn, compiled, vectors)
     timings["database"] = time.perf_counter() - t2
-    return SearchResult(tree, compiled, hits, timings)
+    return SearchResult(tree, compiled, hits, timings, cached)
 
 
 def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Filter]) -> float:

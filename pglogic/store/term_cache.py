@@ -3,7 +3,10 @@
 ``pglogic.search(corpus, query jsonb)`` needs a vector for every term; an application that cannot
 embed text itself sends terms without vectors, and the function looks them up in
 ``pglogic.term_cache`` by the corpus's model. :func:`cache_terms` fills that table (run it from
-Python, e.g. at deploy time, for the terms an application uses).
+Python, e.g. at deploy time, for the terms an application uses). :meth:`pglogic.PgLogic.search`
+(so ``pglogic search``) reads it too, and adds the terms it had to embed: the table holds the
+terms users searched (``pglogic calibrate --from-corpus`` fits on them), and a search whose terms
+are all cached loads no model. Every vector is the query side of the corpus's model.
 
 Example:
     >>> with connect(dsn) as conn:  # doctest: +SKIP
