@@ -32,9 +32,9 @@ from benchlib import host, md_table, percentile, write_results
 from query import make_dataset, make_queries
 from scale import shapes
 
-from pglogic.engine.compile import default_depth, guide_depth
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import evaluate_numpy
+from pglogic.engine.plans import default_depth, guide_depth
 from pglogic.query import parse, positive_terms, terms
 
 ORDER = ("AND 2", "OR 2", "AND 3", "OR 3", "NOT 2", "NOT 3", "mixed 3", "NOT 5", "AND 8",

@@ -74,7 +74,7 @@ def real_part(base: str) -> tuple[list[dict[str, Any]], list[str]]:
     from psycopg.conninfo import make_conninfo
 
     from pglogic.embed.registry import get_query_embedder
-    from pglogic.engine.compile import guide_suffices
+    from pglogic.engine.plans import guide_suffices
     from pglogic.eval.data import load_dataset
     from pglogic.eval.derive import derive_queries
 

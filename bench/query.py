@@ -56,8 +56,9 @@ from benchlib import (
 )
 from psycopg import sql
 
-from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query, default_depth
+from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.operators import to_sql
+from pglogic.engine.plans import default_depth
 from pglogic.engine.source import Corpus
 from pglogic.query import Node, parse
 from pglogic.store.corpus import build_index, corpus_info, create_corpus

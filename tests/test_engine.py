@@ -30,16 +30,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pglogic.embed.registry import CachedEmbedder
-from pglogic.engine.compile import (
-    CompiledQuery,
-    SearchOptions,
-    compile_query,
-    guide_only_plan,
-    union_plan,
-)
+from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.filters import Comparison, Contains, Filter, parse_filter
 from pglogic.engine.nsfl import evaluate_nsfl_numpy
 from pglogic.engine.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
+from pglogic.engine.plans import guide_only_plan, union_plan
 from pglogic.engine.source import Corpus
 from pglogic.engine.sqo import sqo_vector
 from pglogic.errors import InvalidInput, PglogicError, QueryError

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import Progress
@@ -46,6 +46,13 @@ from pglogic.store.calibration_store import (
     save_calibration,
     truth_spec,
 )
+
+if TYPE_CHECKING:  # annotations only
+    from pglogic.engine.calibration import Calibration
+    from pglogic.engine.operators import OperatorFamily
+    from pglogic.eval.data import Dataset
+    from pglogic.eval.derive import Derived
+    from pglogic.eval.evaluate import EvalResult
 
 
 def _task(bar: Progress, description: str, total: int | None = None) -> Callable[[int, int], None]:
@@ -166,13 +173,7 @@ def eval_cmd(
     other scoring modes (NSFL, SQO) and calibrated truth maps are also tested against the
     default engine.
     """
-    resolve_truth(truth)  # fail before loading anything
-    llm = None
-    if nl is not None:
-        llm = LLMConfig.resolve()
-    for spec in calibrations:
-        if spec not in ("unsupervised", "stored"):
-            resolve_truth(spec)
+    llm = _check_eval_options(truth, calibrations, nl)
     fams = list({(f := resolve_family(spec)).spec: f for spec in families}.values())
     fams = fams or default_families()
     run_modes = tuple(m for m in dict.fromkeys(modes) if m != "none") if modes else EVAL_MODES
@@ -184,6 +185,30 @@ def eval_cmd(
     if llm is not None and nl is not None:
         _eval_nl(api, llm, ds, derived.queries, nl, seed, model, corpus_name, out)
         return
+    maps = _given_truth_maps(api, model, calibrations)
+    result = _run_eval(
+        api, ds, derived, model=model, corpus_name=corpus_name, families=fams, truth=truth,
+        modes=run_modes, maps=maps, unsupervised="unsupervised" in calibrations,
+    )  # fmt: skip
+    paths = write_report(result, out or Path(f"eval-{ds.name}"), plots=not no_plots)
+    _print_eval_summary(result, len(ds.doc_ids), paths)
+
+
+def _check_eval_options(
+    truth: str, calibrations: tuple[str, ...], nl: int | None
+) -> LLMConfig | None:
+    """Refuse bad truth maps before loading anything; the LLM endpoint of ``--nl`` (else None)."""
+    resolve_truth(truth)
+    llm = LLMConfig.resolve() if nl is not None else None
+    for spec in calibrations:
+        if spec not in ("unsupervised", "stored"):
+            resolve_truth(spec)
+    return llm
+
+
+def _given_truth_maps(api: Any, model: str, calibrations: tuple[str, ...]) -> dict[str, str]:
+    """The ``--calibration`` maps known before the run: each sigmoid spec, and ``stored`` (the
+    model-wide fit in the database; ClickException when there is none)."""
     maps = {spec: spec for spec in calibrations if spec.startswith("sigmoid")}
     if "stored" in calibrations:
         with api.connect() as conn:
@@ -194,34 +219,53 @@ def eval_cmd(
                 "DATASET --save' first"
             )
         maps["stored"] = truth_spec(stored[0].calibration)
+    return maps
+
+
+def _run_eval(
+    api: Any,
+    ds: Dataset,
+    derived: Derived,
+    *,
+    model: str,
+    corpus_name: str | None,
+    families: list[OperatorFamily],
+    truth: str,
+    modes: tuple[str, ...],
+    maps: dict[str, str],
+    unsupervised: bool,
+) -> EvalResult:
+    """Load the corpus, fit the ``unsupervised`` map if asked, and run every method, with
+    progress bars."""
     with progress_bar() as bar:
         on_ingest = _task(bar, f"load {ds.name}")
-        if "unsupervised" in calibrations:
+        if unsupervised:
             own = calibrate_dataset(
                 api, ds, model=model, corpus_name=corpus_name, unsupervised=True,
                 on_ingest=on_ingest,
             )  # fmt: skip
-            maps["unsupervised"] = truth_spec(own)
+            maps = {**maps, "unsupervised": truth_spec(own)}
         on_query = _task(bar, "queries", len(derived.queries))
-
-        result = evaluate_dataset(
+        return evaluate_dataset(
             api,
             ds,
             model=model,
             corpus_name=corpus_name,
             derived=derived,
-            families=fams,
+            families=families,
             on_ingest=on_ingest,
             on_query=on_query,
             truth=truth,
-            modes=run_modes,
+            modes=modes,
             calibrations=maps,
         )
-    out_dir = out or Path(f"eval-{ds.name}")
-    paths = write_report(result, out_dir, plots=not no_plots)
+
+
+def _print_eval_summary(result: EvalResult, n_docs: int, paths: list[Path]) -> None:
+    """The headline nDCG@10 (dense vs the default engine), the targets and the files written."""
     s = result.summary
     console.print(
-        f"{len(result.queries)} queries on {len(ds.doc_ids):,} documents in {result.seconds:.0f}s."
+        f"{len(result.queries)} queries on {n_docs:,} documents in {result.seconds:.0f}s."
         f" nDCG@10: {DENSE} {s[DENSE]['ndcg@10']:.3f}, {HEADLINE} {s[HEADLINE]['ndcg@10']:.3f}"
         if HEADLINE in s
         else f"{len(result.queries)} queries in {result.seconds:.0f}s."
@@ -331,28 +375,48 @@ def calibrate_cmd(
         cal, origin = fit.calibration, fit.source(source.name)
     else:
         assert dataset is not None
-        ds = load_dataset(dataset, names=names)
-        with progress_bar() as bar:
-            cal = calibrate_dataset(
-                api,
-                ds,
-                model=model,
-                corpus_name=corpus_name,
-                unsupervised=unsupervised,
-                on_ingest=_task(bar, f"load {ds.name}"),
-            )
-        origin = ds.name
+        cal, origin = _fit_dataset(api, dataset, model, corpus_name, names, unsupervised)
     if save:
         with api.connect() as conn:
             save_calibration(conn, model, cal, corpus_id=target_id, source=origin)
+    _print_fit(cal, model, origin, for_corpus, saved=save, as_json=as_json)
+
+
+def _fit_dataset(
+    api: Any,
+    dataset: Path,
+    model: str,
+    corpus_name: str | None,
+    names: Path | None,
+    unsupervised: bool,
+) -> tuple[Calibration, str]:
+    """Fit from a labelled dataset directory (loading its corpus, with a progress bar); the fit
+    and its origin (the dataset's name)."""
+    ds = load_dataset(dataset, names=names)
+    with progress_bar() as bar:
+        cal = calibrate_dataset(
+            api,
+            ds,
+            model=model,
+            corpus_name=corpus_name,
+            unsupervised=unsupervised,
+            on_ingest=_task(bar, f"load {ds.name}"),
+        )
+    return cal, ds.name
+
+
+def _print_fit(
+    cal: Calibration, model: str, origin: str, for_corpus: str | None, *, saved: bool, as_json: bool
+) -> None:
+    """Print a fit: as JSON, or its parameters and how to use it (``--truth``)."""
     spec = f"sigmoid:{cal.tau:.4g}:{cal.lam:.4g}"
     if as_json:
-        stored = {"model": model, "corpus": for_corpus} if save else None
+        stored = {"model": model, "corpus": for_corpus} if saved else None
         click.echo(json.dumps({**cal.to_dict(), "model": model, "truth": spec, "stored": stored}))
         return
     auc = "" if cal.auc is None else f", AUC {cal.auc:.3f} over {cal.n_pairs:,} pairs"
     _say(f"{model} on {origin} ({cal.method}{auc}): tau = {cal.tau:.4f}, lambda = {cal.lam:.2f}")
-    if save:
+    if saved:
         _say(f"Stored for model {model!r} ({_scope(for_corpus)}): {truth_spec(cal)}")
         _say("Use: --truth calibrated")
     else:

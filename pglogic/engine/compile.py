@@ -17,9 +17,10 @@ even number of NOTs) generate candidates: "far from X" cannot be served by an in
 terms share one CTE and one vector. A query of two or more terms also scans along its guide
 vector (:mod:`pglogic.engine.guide`, computed from the term vectors by
 :meth:`CompiledQuery.with_vectors`), which finds the documents that score best on the whole
-formula. Where that scan alone suffices (:func:`guide_suffices`: no positive OR, e.g.
+formula. Which scans a statement makes, and how deep, is decided in :mod:`pglogic.engine.plans`:
+where the guide's scan alone suffices (``guide_suffices``: no positive OR, e.g.
 ``"a" AND NOT "b"``), it is the statement's only index scan, at twice its depth, and the term
-CTEs are left out. Where the terms' own top k suffice (:func:`union_suffices`: a disjunction of
+CTEs are left out. Where the terms' own top k suffice (``union_suffices``: a disjunction of
 positive terms under ``max``, e.g. ``"a" OR "b"``), each term's CTE fetches k rows, as a
 single-term query does, and there is no guide. Exact mode scores every (filtered) document
 instead.
@@ -31,6 +32,9 @@ is one k-NN scan along the SQO vector ``vg`` (:mod:`pglogic.engine.sqo`), ranked
 it, and ``sqo-rerank`` the same scan of K rows ranked by the fuzzy formula.
 Session settings (``hnsw.ef_search``, iterative scans) are returned separately and applied with
 ``SET LOCAL`` in the same transaction (:func:`set_local`).
+
+:class:`SearchOptions`, :data:`MODES`, :data:`MAX_EF_SEARCH` and :data:`DEFAULT_RERANK_DEPTH` live
+in :mod:`pglogic.engine.options` and are re-exported here.
 
 Example:
     >>> from pglogic.query import parse
@@ -62,243 +66,44 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.engine.filters import Filter, filters_sql
+from pglogic.engine.filters import filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
-from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
+from pglogic.engine.operators import OperatorFamily, resolve_family, to_sql
+from pglogic.engine.options import DEFAULT_RERANK_DEPTH, MAX_EF_SEARCH, MODES, SearchOptions
+from pglogic.engine.plans import (
+    default_depth,
+    guide_depth,
+    guide_only_depth,
+    guide_only_plan,
+    union_plan,
+)
 from pglogic.engine.source import Corpus
 from pglogic.engine.sqo import sqo_vector
 from pglogic.errors import InvalidInput, QueryError
-from pglogic.query import Node, Not, Or, Term, map_terms, positive_terms, terms, to_string
+from pglogic.query import Node, Term, map_terms, positive_terms, terms, to_string
 
-#: pgvector's upper bound for hnsw.ef_search.
-MAX_EF_SEARCH = 1000
+__all__ = [
+    "DEFAULT_RERANK_DEPTH",
+    "GUIDE",
+    "GUIDE_DEPTH",
+    "MAX_EF_SEARCH",
+    "MODES",
+    "RERANK_DEPTH",
+    "SHAPE_CACHE_SIZE",
+    "CompiledQuery",
+    "SearchOptions",
+    "Source",
+    "compile_query",
+    "set_local",
+    "shape_of",
+]
+
 #: Placeholder names of the guide vector and of its scan's depth.
 GUIDE = "vg"
 GUIDE_DEPTH = "gdepth"
 #: Placeholder of a reranking mode's candidate depth K.
 RERANK_DEPTH = "rdepth"
-#: Default K of the reranking modes (the NSFL paper reranks 1,000 candidates).
-DEFAULT_RERANK_DEPTH = 1000
-
-MODES: dict[str, str] = {
-    "fuzzy": "fuzzy operators over the term similarities (candidates: each positive term's HNSW "
-    "scan and the guide's)",
-    "nsfl": "NSFL operators over term, fused-query and question similarities (candidates: the "
-    "fuzzy mode's and the question's scan)",
-    "nsfl-rerank": "NSFL operators over the top K of the question's HNSW scan (the NSFL paper's "
-    "reranking)",
-    "sqo": "spherical query optimisation: one optimised query vector, plain HNSW top k",
-    "sqo-rerank": "the top K of the SQO vector's HNSW scan, reranked by the fuzzy formula",
-}
-"""Scoring modes by name (``SearchOptions.mode``, ``--mode``); ``fuzzy`` is the default."""
-
-
-def default_depth(k: int, n_terms: int) -> int:
-    """Per-term candidate depth: grows with k and with the number of candidate terms.
-
-    Example:
-        >>> default_depth(10, 1), default_depth(10, 3), default_depth(100, 2)
-        (100, 174, 1000)
-    """
-    return max(k, min(MAX_EF_SEARCH, max(100, math.ceil(10 * k * math.sqrt(n_terms)))))
-
-
-def guide_depth(k: int, depth: int) -> int:
-    """Default depth of the guide's scan: the terms' depth, and at least a 4-term query's.
-
-    A query with one positive term gets depth 100 for k = 10; its guide needs about 200 to hold
-    the formula's top 10 at 1M vectors (``bench/results/guide.md``, NOT 2).
-
-    Example:
-        >>> guide_depth(10, 100), guide_depth(10, 283)
-        (200, 283)
-    """
-    return max(depth, default_depth(k, 4))
-
-
-def guide_only_depth(k: int, selectivity: float | None = None) -> int:
-    """Depth of the guide's scan when it is the only scan (:func:`guide_only_plan`).
-
-    Twice :func:`guide_depth` without a filter (400 rows for k = 10). Under a filter that keeps
-    a fraction s of the rows, the filtered top k are about the unfiltered top k / s, thinned:
-    the depth is s times the unfiltered depth for k / s, and at least a single-term query's
-    (:func:`default_depth`). At 1M vectors with a 10% filter, k = 10, depth 100 found the same
-    top 10 as depth 400 (within 0.01 recall@10, six shapes) in a third of the time; with 1%,
-    the same recall as 400 for every shape (``bench/results/filter_depth.md``).
-
-    Example:
-        >>> guide_only_depth(10), guide_only_depth(10, 0.5), guide_only_depth(10, 0.1)
-        (400, 400, 100)
-        >>> guide_only_depth(100), guide_only_depth(100, 0.1)
-        (1000, 1000)
-    """
-
-    def unfiltered(n: int) -> int:
-        return min(MAX_EF_SEARCH, 2 * guide_depth(n, default_depth(n, 1)))
-
-    full = unfiltered(k)
-    if selectivity is None or not 0 < selectivity < 1:
-        return full
-    thinned = math.ceil(selectivity * unfiltered(math.ceil(k / selectivity)))
-    return max(default_depth(k, 1), min(full, thinned))
-
-
-def guide_suffices(tree: Node) -> bool:
-    """Whether the guide's scan alone finds the formula's best documents (no term scans).
-
-    The guide (:func:`pglogic.engine.guide.guide_vector`) climbs to the one direction where the formula
-    scores best. That direction holds the top documents of a conjunction, with or without NOTs,
-    but not of a disjunction of positive terms: OR (``max``) is best near *each* of its
-    operands, and the guide settles near one. So term scans stay wherever a positive OR (or an
-    AND under an odd number of NOTs, which is one) joins two operands that each hold a positive
-    term. Measured at 1M vectors in ``bench/results/guide_only.md``.
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> [guide_suffices(parse(q)) for q in ('"a" AND "b"', '"a" AND NOT ("b" OR "c")',
-        ...                                     '"a" OR "b"', 'NOT (NOT "a" AND NOT "b")')]
-        [True, True, False, False]
-    """
-
-    def walk(node: Node, positive: bool) -> tuple[bool, bool]:
-        """(holds a root-positive term, has a disjunction of two such operands)."""
-        if isinstance(node, Term):
-            return positive, False
-        if isinstance(node, Not):
-            return walk(node.child, not positive)
-        parts = [walk(child, positive) for child in node.children]
-        holds = sum(h for h, _ in parts)
-        disjunctive = isinstance(node, Or) == positive  # OR, or AND under a NOT
-        return holds > 0, any(d for _, d in parts) or (disjunctive and holds >= 2)
-
-    return not walk(tree, True)[1]
-
-
-def union_suffices(tree: Node, family: OperatorFamily) -> bool:
-    """Whether the union of each term's own top k holds the formula's top k (no guide scan).
-
-    True for a disjunction of positive terms when the family's OR is ``max`` (the default
-    family's): every truth map is non-decreasing, so a document whose best term ``t`` does not
-    put it in ``t``'s own top k is outranked by those k documents, each scoring at least
-    ``T(s_t)``. The candidates are then exactly those of n single-term queries (ties aside).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> godel, itlr = resolve_family("godel"), resolve_family("itlr")
-        >>> [union_suffices(parse(q), godel) for q in ('"a" OR "b" OR "c"', '"a" OR NOT "b"',
-        ...                                            '"a" OR ("b" AND "c")', '"a"')]
-        [True, False, False, False]
-        >>> union_suffices(parse('"a" OR "b"'), itlr)  # or=sum: best between its operands
-        False
-    """
-
-    def disjunction(node: Node) -> bool:
-        return isinstance(node, Term) or (
-            isinstance(node, Or) and all(disjunction(c) for c in node.children)
-        )
-
-    return family.or_.name == "max" and isinstance(tree, Or) and disjunction(tree)
-
-
-def union_plan(tree: Node, opts: SearchOptions) -> bool:
-    """Whether ``opts`` compiles ``tree`` to the terms' own top-k scans alone (no guide).
-
-    The fuzzy mode's approximate plan where :func:`union_suffices`, unless ``opts.term_scans``
-    forces a plan (True: the terms at full depth + the guide; False: the guide alone) or
-    ``opts.guide`` is off (the terms at full depth).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> union_plan(parse('"a" OR "b"'), SearchOptions())
-        True
-        >>> union_plan(parse('"a" OR "b"'), SearchOptions(operators="itlr"))
-        False
-    """
-    if opts.exact or not opts.guide or opts.mode != "fuzzy" or opts.term_scans is not None:
-        return False
-    family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
-    return union_suffices(tree, family)
-
-
-def guide_only_plan(tree: Node, opts: SearchOptions) -> bool:
-    """Whether ``opts`` compiles ``tree`` to the guide's scan alone (no scan per term).
-
-    The fuzzy mode's approximate plan for two or more terms where :func:`guide_suffices`, unless
-    ``opts.term_scans`` says otherwise (or ``opts.guide`` is off).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> guide_only_plan(parse('"a" AND NOT "b"'), SearchOptions())
-        True
-        >>> guide_only_plan(parse('"a" AND NOT "b"'), SearchOptions(term_scans=True))
-        False
-    """
-    if opts.exact or not opts.guide or opts.mode != "fuzzy" or len(terms(tree)) < 2:
-        return False
-    return guide_suffices(tree) if opts.term_scans is None else not opts.term_scans
-
-
-def scan_plan(tree: Node, opts: SearchOptions) -> str:
-    """Which index scans the approximate statement makes, as :func:`prefer_exact` costs them.
-
-    ``guide`` (the guide's scan alone: :func:`guide_only_plan`), ``union`` (each term's top k:
-    one term, or :func:`union_plan`) or ``terms`` (a scan per candidate term, plus the guide's).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> [scan_plan(parse(q), SearchOptions()) for q in ('"a"', '"a" AND NOT "b"',
-        ...                                                 '"a" OR "b"', '"a" OR ("b" AND "c")')]
-        ['union', 'guide', 'union', 'terms']
-    """
-    if isinstance(tree, Term):
-        return "union"
-    if guide_only_plan(tree, opts):
-        return "guide"
-    return "union" if union_plan(tree, opts) else "terms"
-
-
-#: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
-#: on 100k vectors in bench/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact; 1%
-#: filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
-EXACT_SWITCH = 17
-
-
-def prefer_exact(
-    matching_rows: float,
-    k: int,
-    candidate_terms: int,
-    *,
-    plan: str = "terms",
-    selectivity: float = 1.0,
-) -> bool:
-    """Whether scoring every row that passes a filter beats filtered HNSW scans.
-
-    The T index scans visit about T * depth / selectivity tuples; the exact plan scans every
-    row once. They cost the same when the matching rows = EXACT_SWITCH * T * depth. ``plan``
-    says which scans the approximate statement makes: ``terms`` (one per candidate term, plus
-    the guide's), ``guide`` (the guide's scan alone, :func:`guide_only_depth` rows:
-    :func:`guide_only_plan`) or ``union`` (one per term for k rows: :func:`scan_plan`). A
-    union scan stops after k matching rows, k / ``selectivity`` tuples, but visits at least
-    its ``ef_search`` (a single-term query's) tuples: depth = max(k, ef_search * selectivity).
-    Measured at 1M vectors (``bench/results/scale_1m_union_first_run.md``): OR 8, k = 100
-    with a 1% filter, exact 412 ms vs 585 ms for the scans; with 10%, 534 ms vs 115 ms.
-
-    Example:
-        >>> prefer_exact(1_000, 10, 3), prefer_exact(10_000, 10, 3)
-        (True, False)
-        >>> prefer_exact(10_000, 10, 5), prefer_exact(10_000, 10, 5, plan="guide")
-        (True, False)
-        >>> [prefer_exact(10_000, 100, t, plan="union", selectivity=0.01) for t in (5, 8)]
-        [False, True]
-    """
-    depth = default_depth(k, candidate_terms)
-    if plan == "guide":
-        return matching_rows <= EXACT_SWITCH * guide_only_depth(k, selectivity)
-    if plan == "union":
-        union_depth = max(k, default_depth(k, 1) * selectivity)
-        return matching_rows <= EXACT_SWITCH * candidate_terms * union_depth
-    return matching_rows <= EXACT_SWITCH * candidate_terms * depth
 
 
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -322,51 +127,6 @@ def set_local(settings: Mapping[str, str]) -> list[sql.Composed]:
             raise ValueError(f"Invalid setting name {name!r}")
         out.append(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)))
     return out
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """How to run a logical search.
-
-    ``operators`` is a preset name (``itlr``, ``godel``, ...) or a spec like
-    ``and=min,or=max,not=complement``; ``truth`` maps cosine similarity to [0, 1] (``clamp``).
-    ``depth`` (per-term candidates) and ``ef_search`` default from k and the number of terms.
-    ``guide`` adds one more candidate scan along :func:`pglogic.engine.guide.guide_vector` (queries of
-    two or more terms): it finds the documents that score best on the combination, which sit
-    deep in every single term's list. ``term_scans`` says whether each positive term gets its
-    own scan too: by default (None) only where the guide alone does not suffice
-    (:func:`guide_suffices`: a positive OR); otherwise the guide's scan, at twice its depth, is
-    the only index scan of the statement (fuzzy mode). A disjunction of terms under ``max``
-    (:func:`union_suffices`) needs each term's top k only: k rows per term, no guide.
-    ``True`` / ``False`` force the terms + the guide, or the guide alone.
-
-    ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
-    the fused query texts and ``question`` (the monolithic question; default: the formula as
-    text, :func:`pglogic.query.to_text`), :mod:`pglogic.engine.nsfl`; ``sqo`` and ``sqo-rerank`` search
-    along the vector of :mod:`pglogic.engine.sqo` (``seed`` makes it deterministic). ``rerank_depth``
-    is K of the reranking modes (default 1000). NSFL scores raw cosine similarities, as the
-    paper does: ``operators`` and ``truth`` then only steer the guide scan; the SQO modes climb
-    (and ``sqo-rerank`` ranks by) the fuzzy formula with ``operators`` and ``truth``.
-
-    Example:
-        >>> SearchOptions(k=5, operators="godel").k
-        5
-    """
-
-    k: int = 10
-    operators: str | OperatorFamily = DEFAULT_FAMILY
-    truth: str = "clamp"
-    exact: bool = False
-    depth: int | None = None
-    ef_search: int | None = None
-    filters: Sequence[Filter] = field(default_factory=tuple)
-    iterative_scan: bool = True
-    guide: bool = True
-    term_scans: bool | None = None
-    mode: str = "fuzzy"
-    question: str | None = None
-    rerank_depth: int | None = None
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -547,6 +307,31 @@ def shape_of(tree: Node) -> str:
     return to_string(map_terms(tree, index.__getitem__))
 
 
+def _cached(key: tuple[Any, ...], tree: Node) -> CompiledQuery | None:
+    """The cached statement of ``key``'s shape, for ``tree``'s words; None when not cached.
+
+    Raises TypeError when the key is unhashable (a Contains filter's dict).
+    """
+    cached = _SHAPES.get(key)
+    if cached is None:
+        return None
+    _SHAPES.move_to_end(key)
+    hit = replace(
+        cached, terms=terms(tree), tree=tree,
+        candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
+    )  # fmt: skip
+    hit.__dict__["text"] = cached.text  # the rendered statement (a cached_property)
+    return hit
+
+
+def _remember(key: tuple[Any, ...], compiled: CompiledQuery) -> None:
+    """Cache ``compiled`` (rendered once, now) under ``key``, dropping the oldest shape."""
+    _SHAPES[key] = compiled
+    compiled.text  # noqa: B018 -- render once, now
+    if len(_SHAPES) > SHAPE_CACHE_SIZE:
+        _SHAPES.popitem(last=False)
+
+
 def compile_query(
     tree: Node,
     target: Corpus | Source,
@@ -585,27 +370,21 @@ def compile_query(
         key = (shape_of(tree), target.table_name, target.column, target.dim, opts,
                server_has_iterative_scan, param_prefix, filter_selectivity)  # fmt: skip
         try:
-            cached = _SHAPES.get(key)
+            hit = _cached(key, tree)
         except TypeError:  # unhashable filter values (a Contains filter's dict)
-            key, cached = None, None
-        if key is not None and cached is not None:
-            _SHAPES.move_to_end(key)
-            hit = replace(
-                cached, terms=terms(tree), tree=tree,
-                candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
-            )  # fmt: skip
-            hit.__dict__["text"] = cached.text  # the rendered statement (a cached_property)
+            key, hit = None, None
+        if hit is not None:
             return hit
     compiled = _compile(
         tree, target, opts, server_has_iterative_scan, extra_where, param_prefix,
         filter_selectivity,
     )  # fmt: skip
     if key is not None:
-        _SHAPES[key] = compiled
-        compiled.text  # noqa: B018 -- render once, now
-        if len(_SHAPES) > SHAPE_CACHE_SIZE:
-            _SHAPES.popitem(last=False)
+        _remember(key, compiled)
     return compiled
+
+
+# -- the compiler ---------------------------------------------------------------------------------
 
 
 def _compile(
@@ -617,193 +396,334 @@ def _compile(
     param_prefix: str,
     filter_selectivity: float | None,
 ) -> CompiledQuery:
+    """Compile without the cache: the parts, then the exact scan, a k-NN scan or the candidates."""
     src = target if isinstance(target, Source) else Source.for_corpus(target)
+    _check_options(opts)
+    parts = _parts(tree, src, opts, extra_where, param_prefix)
+    if opts.exact:
+        return _exact_statement(parts)
+    if not positive_terms(tree) and not (parts.nsfl or parts.sqo):
+        raise QueryError(
+            "The query has no positive term to find candidates with (every term is negated); "
+            "rerun with exact=True (--exact) to scan every document"
+        )
+    filtered = bool(opts.filters) or extra_where is not None
+    iterative = server_has_iterative_scan and opts.iterative_scan
+    depths = _depths(parts, filtered, iterative, filter_selectivity)
+    parts.settings.update(_session_settings(parts, depths, filtered, iterative, filter_selectivity))
+    if parts.single or parts.sqo:
+        return _knn_statement(parts, depths)
+    return _candidates_statement(parts, depths)
+
+
+def _check_options(opts: SearchOptions) -> None:
+    """Refuse a k below 1 and an unknown mode (InvalidInput)."""
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
     if opts.mode not in MODES:
         raise InvalidInput(f"Unknown mode {opts.mode!r}: valid modes are {', '.join(MODES)}")
-    family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
-    pre = param_prefix
-    single = isinstance(tree, Term)
-    mode = "fuzzy" if single else opts.mode  # one term: every mode ranks by its similarity
-    nsfl = mode.startswith("nsfl")
-    sqo = mode.startswith("sqo")
-    rerank = mode.endswith("-rerank")
 
-    def ph(name: str) -> sql.Placeholder:
-        return sql.Placeholder(pre + name)
 
-    def distance(vector: str) -> sql.Composable:
+@dataclass(frozen=True)
+class _Parts:
+    """What every statement of one compilation shares.
+
+    ``mode`` is the effective mode (``fuzzy`` for a single term: every mode ranks it by its
+    similarity); ``texts`` are the scored texts (``s{i}``, ``v{i}``), ``index`` their numbers;
+    ``sims`` is the select list of every similarity, ``where`` the filter, ``final`` the ranking
+    step (after the NSFL layers, if any). ``params`` and ``settings`` fill as the plan is made.
+    """
+
+    tree: Node
+    opts: SearchOptions
+    src: Source
+    family: OperatorFamily
+    pre: str
+    mode: str
+    question: str | None
+    texts: list[str]
+    index: dict[str, int]
+    sims: sql.Composable
+    where: sql.Composable
+    final: sql.Composable
+    layered: bool
+    params: dict[str, Any]
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def single(self) -> bool:
+        """Whether the query is one term."""
+        return isinstance(self.tree, Term)
+
+    @property
+    def nsfl(self) -> bool:
+        """Whether the mode is ``nsfl`` or ``nsfl-rerank``."""
+        return self.mode.startswith("nsfl")
+
+    @property
+    def sqo(self) -> bool:
+        """Whether the mode is ``sqo`` or ``sqo-rerank``."""
+        return self.mode.startswith("sqo")
+
+    @property
+    def rerank(self) -> bool:
+        """Whether the mode reranks the top K of one scan."""
+        return self.mode.endswith("-rerank")
+
+    @property
+    def sep(self) -> sql.SQL:
+        """What joins the statement's CTEs to the ranking step (a comma before NSFL layers)."""
+        return sql.SQL(",\n" if self.layered else "\n")
+
+    def ph(self, name: str) -> sql.Placeholder:
+        """The placeholder ``name``, prefixed."""
+        return sql.Placeholder(self.pre + name)
+
+    def distance(self, vector: str) -> sql.Composable:
         """Cosine distance of the embedding to the vector bound to placeholder ``vector``."""
-        return sql.SQL("{} <=> {}::vector({})").format(
-            src.col(src.embedding), ph(vector), sql.Literal(src.dim)
-        )
+        return _distance(self.src, self.pre, vector)
 
+    def result(self, statement: sql.Composed, cands: list[str], kind: str | None) -> CompiledQuery:
+        """The compiled query of ``statement``, with candidate terms ``cands``."""
+        return CompiledQuery(
+            statement, self.params, self.texts, cands, self.settings, self.family, self.pre,
+            self.tree, self.opts.truth, self.mode, kind, self.opts.seed,
+        )  # fmt: skip
+
+
+def _distance(src: Source, pre: str, vector: str) -> sql.Composable:
+    """Cosine distance of ``src``'s embedding to the vector bound to placeholder ``vector``."""
+    return sql.SQL("{} <=> {}::vector({})").format(
+        src.col(src.embedding), sql.Placeholder(pre + vector), sql.Literal(src.dim)
+    )
+
+
+def _parts(
+    tree: Node, src: Source, opts: SearchOptions, extra_where: sql.Composable | None, pre: str
+) -> _Parts:
+    """The shared parts: the scored texts, the score, the filter and the ranking step."""
+    family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
+    mode = "fuzzy" if isinstance(tree, Term) else opts.mode
     question = opts.question.strip() if opts.question and opts.question.strip() else None
-    all_terms = scored_texts(tree, question) if nsfl else terms(tree)
-    cand_terms = positive_terms(tree)
-    index_of = {t: i for i, t in enumerate(all_terms)}
-    sim_col = {t: sql.Identifier(f"s{i}") for t, i in index_of.items()}
-    layers: list[sql.Composable] = []
-    rel = "sims"
-    if nsfl:
-        alg = LayeredSql()
-        score = evaluate_nsfl(tree, lambda t: alg.leaf(f"s{index_of[t]}"), alg, question).expr
-        layers, rel = alg.ctes("sims"), alg.last("sims")
-    elif mode == "sqo":
-        score = sql.Identifier("sq")
-    else:
-        score = to_sql(tree, lambda t: sim_col[t], family, opts.truth)
+    texts = scored_texts(tree, question) if mode.startswith("nsfl") else terms(tree)
+    index = {t: i for i, t in enumerate(texts)}
+    score, layers, rel = _score(tree, mode, family, opts.truth, index, question)
     where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
     if extra_where is not None:
         where = sql.SQL("{} AND ({})").format(where, extra_where)
     params: dict[str, Any] = dict(fparams)
     params[pre + "k"] = opts.k
-    settings: dict[str, str] = {}
-
     sim_items = [
-        sql.SQL("1 - ({}) AS {}").format(distance(f"v{i}"), sim_col[t]) for t, i in index_of.items()
+        sql.SQL("1 - ({}) AS {}").format(_distance(src, pre, f"v{i}"), sql.Identifier(f"s{i}"))
+        for i in index.values()
     ]
     if mode == "sqo":  # the score: the similarity to the SQO vector
-        sim_items.append(sql.SQL("1 - ({}) AS {}").format(distance(GUIDE), sql.Identifier("sq")))
-    sims = sql.SQL(", ").join(sim_items)
-    idc = sql.Identifier(src.id)
-    final = _final(src, score, [sim_col[t] for t in all_terms], ph("k"), rel)
+        sim_items.append(
+            sql.SQL("1 - ({}) AS {}").format(_distance(src, pre, GUIDE), sql.Identifier("sq"))
+        )
+    sim_cols = [sql.Identifier(f"s{index[t]}") for t in texts]
+    final = _final(src, score, sim_cols, sql.Placeholder(pre + "k"), rel)
     if layers:
         final = sql.SQL("{}\n{}").format(sql.SQL(",\n").join(layers), final)
+    return _Parts(
+        tree, opts, src, family, pre, mode, question, texts, index, sql.SQL(", ").join(sim_items),
+        where, final, bool(layers), params,
+    )  # fmt: skip
 
-    def compiled(statement: sql.Composed, cands: list[str], kind: str | None) -> CompiledQuery:
-        return CompiledQuery(
-            statement, params, all_terms, cands, settings, family, pre, tree, opts.truth,
-            mode, kind, opts.seed,
-        )  # fmt: skip
 
-    if opts.exact:
-        statement = sql.SQL(
-            "WITH sims AS (SELECT {id}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})"
-            "{sep}{final}"
-        ).format(
-            id=src.col(src.id), sims=sims, from_=src.from_, emb=src.col(src.embedding),
-            where=where, sep=sql.SQL(",\n" if layers else "\n"), final=final,
-        )  # fmt: skip
-        return compiled(statement, [], "sqo" if mode == "sqo" else None)
+def _score(
+    tree: Node,
+    mode: str,
+    family: OperatorFamily,
+    truth: str,
+    index: Mapping[str, int],
+    question: str | None,
+) -> tuple[sql.Composable, list[sql.Composable], str]:
+    """The score expression, the CTE layers that compute it (NSFL) and the relation it ranks."""
+    if mode.startswith("nsfl"):
+        alg = LayeredSql()
+        score = evaluate_nsfl(tree, lambda t: alg.leaf(f"s{index[t]}"), alg, question).expr
+        return score, alg.ctes("sims"), alg.last("sims")
+    if mode == "sqo":
+        return sql.Identifier("sq"), [], "sims"
+    return to_sql(tree, lambda t: sql.Identifier(f"s{index[t]}"), family, truth), [], "sims"
 
-    if not cand_terms and not (nsfl or sqo):
-        raise QueryError(
-            "The query has no positive term to find candidates with (every term is negated); "
-            "rerun with exact=True (--exact) to scan every document"
-        )
+
+@dataclass(frozen=True)
+class _Depths:
+    """How deep the statement's scans go (:func:`_depths`)."""
+
+    depth: int  # each term's scan (and the question's, in nsfl mode)
+    rdepth: int  # K of the reranking modes
+    gdepth: int  # the guide's scan
+    scan: int  # the deepest scan the statement makes
+    guided: bool  # there is a guide scan
+    guide_only: bool  # the guide's scan is the only one (pglogic.engine.plans.guide_only_plan)
+    union: bool  # each term's top k, no guide (pglogic.engine.plans.union_plan)
+
+
+def _depths(
+    parts: _Parts, filtered: bool, iterative: bool, filter_selectivity: float | None
+) -> _Depths:
+    """The plan's scans and depths (:mod:`pglogic.engine.plans`); InvalidInput past pgvector's
+    bounds."""
+    opts, tree, mode = parts.opts, parts.tree, parts.mode
     if opts.k > MAX_EF_SEARCH:
         raise InvalidInput(
             f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True"
         )
-    n_scans = len(cand_terms) + (1 if mode == "nsfl" else 0)
+    n_scans = len(positive_terms(tree)) + (1 if mode == "nsfl" else 0)
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))
     depth = max(depth, opts.k)
     rdepth = opts.rerank_depth if opts.rerank_depth is not None else DEFAULT_RERANK_DEPTH
-    if rerank and not opts.k <= rdepth <= MAX_EF_SEARCH:
+    if parts.rerank and not opts.k <= rdepth <= MAX_EF_SEARCH:
         raise InvalidInput(
             f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
         )
     guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
     guide_only = guided and guide_only_plan(tree, opts)
-    top_k_union = guided and union_plan(tree, opts)
-    if top_k_union:  # each term's top k, at a single-term query's ef_search; no guide
+    union = guided and union_plan(tree, opts)
+    if union:  # each term's top k, at a single-term query's ef_search; no guide
         guided = False
         depth = opts.depth if opts.depth is not None else opts.k
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     if guide_only and opts.depth is None:
-        filtered_by = filter_selectivity if (opts.filters or extra_where is not None) else None
-        gdepth = guide_only_depth(opts.k, filtered_by)
-    if rerank:
-        scan_depth = rdepth
-    elif sqo:
-        scan_depth = opts.k
+        gdepth = guide_only_depth(opts.k, filter_selectivity if filtered else None)
+    if parts.rerank:
+        scan = rdepth
+    elif parts.sqo:
+        scan = opts.k
     elif guide_only:
-        scan_depth = gdepth  # the only scan
+        scan = gdepth  # the only scan
     else:
-        scan_depth = max(depth, gdepth) if guided else depth
-    if scan_depth > MAX_EF_SEARCH and not (server_has_iterative_scan and opts.iterative_scan):
+        scan = max(depth, gdepth) if guided else depth
+    if scan > MAX_EF_SEARCH and not iterative:
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
-    default_ef = min(MAX_EF_SEARCH, max(40, scan_depth))
-    if top_k_union and opts.depth is None:
+    return _Depths(depth, rdepth, gdepth, scan, guided, guide_only, union)
+
+
+def _session_settings(
+    parts: _Parts, d: _Depths, filtered: bool, iterative: bool, filter_selectivity: float | None
+) -> dict[str, str]:
+    """``hnsw.ef_search`` (over-fetching under a filter without iterative scans) and
+    ``hnsw.iterative_scan``."""
+    opts = parts.opts
+    default_ef = min(MAX_EF_SEARCH, max(40, d.scan))
+    if d.union and opts.depth is None:
         default_ef = min(MAX_EF_SEARCH, max(40, default_depth(opts.k, 1)))
     ef = opts.ef_search if opts.ef_search is not None else default_ef
     if not 1 <= ef <= MAX_EF_SEARCH:
         raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
-    filtered = bool(opts.filters) or extra_where is not None
-    iterative = server_has_iterative_scan and opts.iterative_scan
     if filtered and not iterative and opts.ef_search is None:
         # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
         # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
-        rows = scan_depth if rerank or sqo or guide_only else depth
-        if top_k_union and opts.depth is None:  # as many as a single-term query over-fetches
+        rows = d.scan if parts.rerank or parts.sqo or d.guide_only else d.depth
+        if d.union and opts.depth is None:  # as many as a single-term query over-fetches
             rows = default_depth(opts.k, 1)
         want = rows / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
         ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
-    settings["hnsw.ef_search"] = str(ef)
-    if iterative and (filtered or scan_depth > ef):
+    settings = {"hnsw.ef_search": str(ef)}
+    if iterative and (filtered or d.scan > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
+    return settings
 
-    if single or sqo:
-        # One term: the score is a monotone map (a TruthMap) of its similarity, so the k nearest
-        # documents are the answer: a plain k-NN scan, no candidate union. SQO: the same along
-        # the SQO vector (``sqo``), or its top K reranked by the formula (``sqo-rerank``).
-        limit = "k"
-        if rerank:
-            limit = RERANK_DEPTH
-            params[pre + RERANK_DEPTH] = rdepth
-        statement = sql.SQL(
-            "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-            " ORDER BY {dist} LIMIT {limit})\n{final}"
-        ).format(
-            id=src.col(src.id), sims=sims, from_=src.from_, where=where,
-            dist=distance(GUIDE if sqo else "v0"), limit=ph(limit), final=final,
-        )  # fmt: skip
-        return compiled(statement, [] if sqo else cand_terms, "sqo" if sqo else None)
 
-    # Every candidate CTE computes all the similarities on the rows its index scan fetched
-    # anyway: no second lookup of each candidate (by primary key) in a table that may not fit
-    # in memory. A document found by two terms gets the same values twice; UNION keeps one.
-    def scan(name: str, vector: str, limit: str) -> sql.Composable:
-        """A candidate CTE: the HNSW scan along ``vector`` with every term's similarity."""
-        return sql.SQL(
-            "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-            " ORDER BY {dist} LIMIT {limit})"
-        ).format(
-            name=sql.Identifier(name),
-            id=src.col(src.id),
-            sims=sims,
-            from_=src.from_,
-            where=where,
-            dist=distance(vector),
-            limit=ph(limit),
-        )
+def _exact_statement(parts: _Parts) -> CompiledQuery:
+    """Exact mode: every (filtered) document is scored, no index scan."""
+    src = parts.src
+    statement = sql.SQL(
+        "WITH sims AS (SELECT {id}, {sims} FROM {from_} WHERE {emb} IS NOT NULL AND {where})"
+        "{sep}{final}"
+    ).format(
+        id=src.col(src.id), sims=parts.sims, from_=src.from_, emb=src.col(src.embedding),
+        where=parts.where, sep=parts.sep, final=parts.final,
+    )  # fmt: skip
+    return parts.result(statement, [], "sqo" if parts.mode == "sqo" else None)
 
-    monolithic = question or fused_text(tree)
+
+def _knn_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
+    """One k-NN scan: a single term, or the SQO vector (its top k, or top K reranked).
+
+    One term: the score is a monotone map (a TruthMap) of its similarity, so the k nearest
+    documents are the answer: a plain k-NN scan, no candidate union. SQO: the same along the SQO
+    vector (``sqo``), or its top K reranked by the formula (``sqo-rerank``).
+    """
+    src = parts.src
+    limit = "k"
+    if parts.rerank:
+        limit = RERANK_DEPTH
+        parts.params[parts.pre + RERANK_DEPTH] = d.rdepth
+    statement = sql.SQL(
+        "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
+        " ORDER BY {dist} LIMIT {limit})\n{final}"
+    ).format(
+        id=src.col(src.id), sims=parts.sims, from_=src.from_, where=parts.where,
+        dist=parts.distance(GUIDE if parts.sqo else "v0"), limit=parts.ph(limit), final=parts.final,
+    )  # fmt: skip
+    cands = [] if parts.sqo else positive_terms(parts.tree)
+    return parts.result(statement, cands, "sqo" if parts.sqo else None)
+
+
+def _scans(parts: _Parts, d: _Depths) -> list[tuple[str, str, str]]:
+    """The candidate CTEs as (name, vector placeholder, limit placeholder); binds the limits."""
+    pre, params, index = parts.pre, parts.params, parts.index
     scans: list[tuple[str, str, str]] = []
-    if mode == "nsfl-rerank":
-        params[pre + RERANK_DEPTH] = rdepth
-        scans.append(("m", f"v{index_of[monolithic]}", RERANK_DEPTH))
-    elif guide_only:
-        cand_terms = []  # the guide's scan alone finds the candidates
-    else:
-        params[pre + "depth"] = depth
-        scans += [(f"c{index_of[t]}", f"v{index_of[t]}", "depth") for t in cand_terms]
-        if nsfl:
-            scans.append(("m", f"v{index_of[monolithic]}", "depth"))
-    if guided:
-        params[pre + GUIDE_DEPTH] = gdepth
+    if parts.mode == "nsfl-rerank":
+        params[pre + RERANK_DEPTH] = d.rdepth
+        scans.append(("m", f"v{index[_monolithic(parts)]}", RERANK_DEPTH))
+    elif not d.guide_only:  # (else the guide's scan alone finds the candidates)
+        params[pre + "depth"] = d.depth
+        scans += [(f"c{index[t]}", f"v{index[t]}", "depth") for t in positive_terms(parts.tree)]
+        if parts.nsfl:
+            scans.append(("m", f"v{index[_monolithic(parts)]}", "depth"))
+    if d.guided:
+        params[pre + GUIDE_DEPTH] = d.gdepth
         scans.append(("g", GUIDE, GUIDE_DEPTH))
-    ctes = [scan(*s) for s in scans]
-    cte_names = [name for name, _, _ in scans]
-    cols = sql.SQL(", ").join([idc, *(sim_col[t] for t in all_terms)])
+    return scans
+
+
+def _monolithic(parts: _Parts) -> str:
+    """The NSFL modes' monolithic question: ``question``, else the formula's fused text."""
+    return parts.question or fused_text(parts.tree)
+
+
+def _scan_cte(parts: _Parts, name: str, vector: str, limit: str) -> sql.Composable:
+    """A candidate CTE: the HNSW scan along ``vector`` with every text's similarity.
+
+    Every candidate CTE computes all the similarities on the rows its index scan fetched anyway:
+    no second lookup of each candidate (by primary key) in a table that may not fit in memory.
+    A document found by two scans gets the same values twice; UNION keeps one.
+    """
+    src = parts.src
+    return sql.SQL(
+        "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
+        " ORDER BY {dist} LIMIT {limit})"
+    ).format(
+        name=sql.Identifier(name),
+        id=src.col(src.id),
+        sims=parts.sims,
+        from_=src.from_,
+        where=parts.where,
+        dist=parts.distance(vector),
+        limit=parts.ph(limit),
+    )
+
+
+def _candidates_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
+    """Candidate CTEs (per term, the question's, the guide's), their UNION, then the ranking."""
+    scans = _scans(parts, d)
+    ctes = [_scan_cte(parts, *s) for s in scans]
+    cols = sql.SQL(", ").join(
+        [sql.Identifier(parts.src.id), *(sql.Identifier(f"s{parts.index[t]}") for t in parts.texts)]
+    )
     union = sql.SQL(" UNION ").join(
-        sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name in cte_names
+        sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name, _, _ in scans
     )
     statement = sql.SQL("WITH {ctes},\nsims AS ({union}){sep}{final}").format(
-        ctes=sql.SQL(",\n").join(ctes), union=union,
-        sep=sql.SQL(",\n" if layers else "\n"), final=final,
-    )  # fmt: skip
-    cands = [] if mode == "nsfl-rerank" else cand_terms
-    return compiled(statement, cands, "guide" if guided else None)
+        ctes=sql.SQL(",\n").join(ctes), union=union, sep=parts.sep, final=parts.final
+    )
+    if parts.mode == "nsfl-rerank" or d.guide_only:
+        cands: list[str] = []
+    else:
+        cands = positive_terms(parts.tree)
+    return parts.result(statement, cands, "guide" if d.guided else None)

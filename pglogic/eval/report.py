@@ -223,45 +223,16 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "methods": result.methods,
             "latency_ms": result.latency_ms,
             "summary": result.summary,
-            "subsets": {
-                label: {
-                    "queries": len(result.subset(keep)),
-                    **{
-                        m: aggregate(result.per_query[m], result.subset(keep))
-                        for m in result.methods
-                    },
-                }
-                for label, keep in SUBSETS.items()
-            },
+            "subsets": _subsets_json(result),
             "breakdowns": {
                 label: breakdown(result, key, result.methods) for label, _t, key in BREAKDOWNS
             },
             "by_template": by_template,
             "key_methods": methods,
-            "significance": {
-                m: {s: vars(p) for s, p in tests.items()}
-                for m, tests in result.significance.items()
-            },
-            "versus_headline": {
-                m: {s: vars(p) for s, p in tests.items()}
-                for m, tests in result.versus_headline.items()
-            },
+            "significance": _paired_json(result.significance),
+            "versus_headline": _paired_json(result.versus_headline),
             "targets": targets(result),
-            "queries": [
-                {
-                    "id": q.id,
-                    "group": q.group,
-                    "template": q.template,
-                    "logical": q.logical,
-                    "text": q.text,
-                    "labels": list(q.labels),
-                    "n_terms": q.n_terms,
-                    "n_negations": q.n_negations,
-                    "relevant": len(q.relevant),
-                    "negatives": len(q.negatives),
-                }
-                for q in result.queries
-            ],
+            "queries": [_query_json(q) for q in result.queries],
             # per_query[method][qid] = the values of "metrics", in that order (compact)
             "metrics": list(METRICS),
             "per_query": {
@@ -271,6 +242,39 @@ def to_json(result: EvalResult) -> dict[str, Any]:
         }
     )
     return data
+
+
+def _subsets_json(result: EvalResult) -> dict[str, dict[str, Any]]:
+    """Every method's metrics on each subset of :data:`SUBSETS`, with its number of queries."""
+    out: dict[str, dict[str, Any]] = {}
+    for label, keep in SUBSETS.items():
+        qids = result.subset(keep)
+        out[label] = {
+            "queries": len(qids),
+            **{m: aggregate(result.per_query[m], qids) for m in result.methods},
+        }
+    return out
+
+
+def _paired_json(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Paired tests per method and subset, as dictionaries."""
+    return {m: {s: vars(p) for s, p in by_subset.items()} for m, by_subset in tests.items()}
+
+
+def _query_json(q: EvalQuery) -> dict[str, Any]:
+    """One evaluated query: its formula and the sizes of its relevant and trap sets."""
+    return {
+        "id": q.id,
+        "group": q.group,
+        "template": q.template,
+        "logical": q.logical,
+        "text": q.text,
+        "labels": list(q.labels),
+        "n_terms": q.n_terms,
+        "n_negations": q.n_negations,
+        "relevant": len(q.relevant),
+        "negatives": len(q.negatives),
+    }
 
 
 def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -286,14 +290,29 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def to_markdown(result: EvalResult) -> str:
-    """The Markdown report (see the module docstring for its sections).
+    """The Markdown report (see the module docstring for its sections): one function per section.
 
     Example:
         >>> print(to_markdown(result).splitlines()[0])  # doctest: +SKIP
         # pglogic eval: limit_small
     """
-    ds = result.dataset
     methods = key_methods(result)
+    sections = (
+        _md_overview(result),
+        _md_all_methods(result),
+        _md_with_and_without_not(result, methods),
+        _md_breakdowns(result, methods),
+        _md_per_template(result, methods),
+        _md_significance(result, methods),
+        _md_versus_headline(result),
+        _md_targets(result),
+    )
+    return "\n".join(line for section in sections for line in section)
+
+
+def _md_overview(result: EvalResult) -> list[str]:
+    """The title, what was evaluated, where each term's text came from, the skipped templates."""
+    ds = result.dataset
     sources = Counter(ds.term_source.values())
     groups = Counter(q.group for q in result.queries)
     out = [
@@ -315,14 +334,21 @@ def to_markdown(result: EvalResult) -> str:
         out += ["Templates with fewer queries than asked:", ""]
         out += [f"- `{t}`: {why}" for t, why in sorted(result.derived.skipped.items())]
         out.append("")
-    out += ["## All methods, all queries", ""]
+    return out
+
+
+def _md_all_methods(result: EvalResult) -> list[str]:
+    """Every method on every metric, with its median latency."""
     header = ["method", *METRICS, "median ms"]
     rows = [
         [m, *(_fmt(result.summary[m][x]) for x in METRICS), _fmt(result.latency_ms[m], 1)]
         for m in result.methods
     ]
-    out += md_table(header, rows)
-    out += ["## With and without NOT", ""]
+    return ["## All methods, all queries", "", *md_table(header, rows)]
+
+
+def _md_with_and_without_not(result: EvalResult, methods: Sequence[str]) -> list[str]:
+    """The key methods on the queries with NOT and on those without."""
     nots = result.subset(with_not)
     without = result.subset(without_not)
     rows = []
@@ -338,17 +364,20 @@ def to_markdown(result: EvalResult) -> str:
                 _fmt(b["map@100"]),
             ]
         )
-    out += md_table(
-        [
-            "method",
-            f"NOT ({len(nots)}) nDCG@10",
-            "NegRecall@10",
-            "mAP@100",
-            f"no NOT ({len(without)}) nDCG@10",
-            "mAP@100",
-        ],
-        rows,
-    )
+    header = [
+        "method",
+        f"NOT ({len(nots)}) nDCG@10",
+        "NegRecall@10",
+        "mAP@100",
+        f"no NOT ({len(without)}) nDCG@10",
+        "mAP@100",
+    ]
+    return ["## With and without NOT", "", *md_table(header, rows)]
+
+
+def _md_breakdowns(result: EvalResult, methods: Sequence[str]) -> list[str]:
+    """nDCG@10 by number of negations and by number of terms (:data:`BREAKDOWNS`)."""
+    out: list[str] = []
     for _label, title, key in BREAKDOWNS:
         table = breakdown(result, key, methods)
         out += [f"## nDCG@10 by {title}", ""]
@@ -357,67 +386,85 @@ def to_markdown(result: EvalResult) -> str:
             ["method", *(f"{v} ({table[v]['queries']})" for v in vals)],
             [[m, *(_fmt(table[v][m]["ndcg@10"]) for v in vals)] for m in methods],
         )
-    out += ["## Per template (nDCG@10 / NegRecall@10)", ""]
+    return out
+
+
+def _md_per_template(result: EvalResult, methods: Sequence[str]) -> list[str]:
+    """nDCG@10 / NegRecall@10 of the key methods per template."""
     table = breakdown(result, lambda q: q.template, methods)
-    out += md_table(
-        ["template", "queries", *methods],
+    rows = [
         [
-            [
-                f"`{t}`",
-                str(row["queries"]),
-                *(f"{_fmt(row[m]['ndcg@10'])} / {_fmt(row[m]['negrecall@10'])}" for m in methods),
-            ]
-            for t, row in table.items()
-        ],
-    )
-    if result.significance:
-        out += ["## Wilcoxon signed-rank test of nDCG@10 against dense", ""]
-        rows = []
-        for m in methods:
-            if m not in result.significance:
-                continue
-            for label, p in result.significance[m].items():
-                rows.append(
-                    [
-                        m,
-                        label,
-                        str(p.n),
-                        _fmt(p.mean_a),
-                        _fmt(p.mean_b),
-                        f"{p.delta:+.3f}",
-                        f"{p.p_value:.2g}",
-                    ]
-                )
-        out += md_table(["method", "queries", "n", "dense", "method", "Δ", "p"], rows)
-    if result.versus_headline:
-        out += [f"## Scoring modes and calibrated maps against {HEADLINE}", ""]
-        out += [
-            "Wilcoxon signed-rank test of nDCG@10 against the default engine on the same "
-            "queries; median ms is the whole query path after embedding (SQO: its ascent too).",
-            "",
+            f"`{t}`",
+            str(row["queries"]),
+            *(f"{_fmt(row[m]['ndcg@10'])} / {_fmt(row[m]['negrecall@10'])}" for m in methods),
         ]
-        rows = [
-            [
-                m, label, str(p.n), _fmt(p.mean_a), _fmt(p.mean_b), f"{p.delta:+.3f}",
-                f"{p.p_value:.2g}", _fmt(result.latency_ms[m], 1),
-            ]
-            for m, tests in result.versus_headline.items()
-            for label, p in tests.items()
-        ]  # fmt: skip
-        out += md_table(["method", "queries", "n", HEADLINE, "method", "Δ", "p", "median ms"], rows)
-    checks = targets(result)
-    if checks:
-        out += [f"## Targets ({HEADLINE} vs dense)", ""]
-        rows = []
-        for name, c in checks.items():
-            detail = ", ".join(
-                f"{k} {_fmt(v) if isinstance(v, float) else _gaps(v)}"
-                for k, v in c.items()
-                if k != "met"
+        for t, row in table.items()
+    ]
+    header = ["template", "queries", *methods]
+    return ["## Per template (nDCG@10 / NegRecall@10)", "", *md_table(header, rows)]
+
+
+def _md_significance(result: EvalResult, methods: Sequence[str]) -> list[str]:
+    """The Wilcoxon tests of the key methods against dense (none: no section)."""
+    if not result.significance:
+        return []
+    rows = []
+    for m in methods:
+        if m not in result.significance:
+            continue
+        for label, p in result.significance[m].items():
+            rows.append(
+                [
+                    m,
+                    label,
+                    str(p.n),
+                    _fmt(p.mean_a),
+                    _fmt(p.mean_b),
+                    f"{p.delta:+.3f}",
+                    f"{p.p_value:.2g}",
+                ]
             )
-            rows.append([name, "met" if c["met"] else "**missed**", detail])
-        out += md_table(["target", "", "measured"], rows)
-    return "\n".join(out)
+    header = ["method", "queries", "n", "dense", "method", "Δ", "p"]
+    return ["## Wilcoxon signed-rank test of nDCG@10 against dense", "", *md_table(header, rows)]
+
+
+def _md_versus_headline(result: EvalResult) -> list[str]:
+    """The scoring modes and calibrated maps tested against the default engine (none: no
+    section)."""
+    if not result.versus_headline:
+        return []
+    out = [f"## Scoring modes and calibrated maps against {HEADLINE}", ""]
+    out += [
+        "Wilcoxon signed-rank test of nDCG@10 against the default engine on the same "
+        "queries; median ms is the whole query path after embedding (SQO: its ascent too).",
+        "",
+    ]
+    rows = [
+        [
+            m, label, str(p.n), _fmt(p.mean_a), _fmt(p.mean_b), f"{p.delta:+.3f}",
+            f"{p.p_value:.2g}", _fmt(result.latency_ms[m], 1),
+        ]
+        for m, tests in result.versus_headline.items()
+        for label, p in tests.items()
+    ]  # fmt: skip
+    out += md_table(["method", "queries", "n", HEADLINE, "method", "Δ", "p", "median ms"], rows)
+    return out
+
+
+def _md_targets(result: EvalResult) -> list[str]:
+    """The issue's targets (:func:`targets`), met or missed, with what was measured."""
+    checks = targets(result)
+    if not checks:
+        return []
+    rows = []
+    for name, c in checks.items():
+        detail = ", ".join(
+            f"{k} {_fmt(v) if isinstance(v, float) else _gaps(v)}"
+            for k, v in c.items()
+            if k != "met"
+        )
+        rows.append([name, "met" if c["met"] else "**missed**", detail])
+    return [f"## Targets ({HEADLINE} vs dense)", "", *md_table(["target", "", "measured"], rows)]
 
 
 def _gaps(v: Any) -> str:

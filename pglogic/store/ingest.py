@@ -35,6 +35,10 @@ from pglogic.store.readers import FieldMap, Record, read_records
 DEFAULT_BATCH_SIZE = 256
 _COLUMNS = ("external_id", "title", "text", "metadata", "text_hash", "row_hash", "embedding")
 _TYPES = ("text", "text", "text", "jsonb", "bytea", "bytea", "vector")
+#: A row to write: the record, its text and row hashes, and whether it needs a new vector.
+_Todo = tuple[Record, bytes, bytes, bool]
+#: The stored state of an external id: text hash, row hash, whether it has a vector.
+_Stored = tuple[bytes, bytes, bool]
 
 
 @dataclass
@@ -153,8 +157,8 @@ def _other_embeddings(conn: Connection, corpus: Corpus) -> list[tuple[str, str, 
 def _fill_other_columns(
     conn: Connection,
     corpus: Corpus,
-    todo: list[tuple[Record, bytes, bytes, bool]],
-    existing: dict[str, tuple[bytes, bytes, bool]],
+    todo: list[_Todo],
+    existing: dict[str, _Stored],
     embedders: dict[str, Embedder | None],
 ) -> None:
     """Give the batch's rows vectors in every other embedding column of the corpus.
@@ -214,7 +218,7 @@ def _fill_other_columns(
 def _copy_rows(
     conn: Connection,
     statement: sql.Composed,
-    todo: list[tuple[Record, bytes, bytes, bool]],
+    todo: list[_Todo],
     vectors: dict[str, np.ndarray],
 ) -> None:
     with conn.cursor() as cur, cur.copy(statement) as copy:
@@ -231,6 +235,152 @@ def _copy_rows(
                     vectors.get(r.external_id),
                 )
             )
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The statements of an ingest into one corpus (:meth:`for_corpus`)."""
+
+    lookup: sql.Composed  # the stored hashes of a batch's external ids
+    copy_staging: sql.Composed  # COPY into the staging table
+    copy_direct: sql.Composed  # COPY straight into the corpus table
+    upsert: sql.Composed  # staging -> corpus table, RETURNING (xmax = 0): inserted or updated
+
+    @classmethod
+    def for_corpus(cls, corpus: Corpus) -> _Statements:
+        """The statements for ``corpus``'s table and its current embedding column."""
+        upsert = sql.SQL(
+            "INSERT INTO {table} AS d (external_id, title, text, metadata, text_hash, row_hash,"
+            " {col})"
+            " SELECT external_id, title, text, metadata, text_hash, row_hash, embedding"
+            " FROM pglogic_staging"
+            " ON CONFLICT (external_id) DO UPDATE SET title = EXCLUDED.title, text = EXCLUDED.text,"
+            " metadata = EXCLUDED.metadata, text_hash = EXCLUDED.text_hash,"
+            " row_hash = EXCLUDED.row_hash, {col} = COALESCE(EXCLUDED.{col}, d.{col}),"
+            " ingested_at = now()"
+            " WHERE d.row_hash IS DISTINCT FROM EXCLUDED.row_hash"
+            " RETURNING (xmax = 0)"
+        ).format(table=corpus.table, col=corpus.embedding)
+        lookup = sql.SQL(
+            "SELECT external_id, text_hash, row_hash, {col} IS NOT NULL FROM {table}"
+            " WHERE external_id = ANY(%s)"
+        ).format(table=corpus.table, col=corpus.embedding)
+        copy_staging = sql.SQL("COPY pglogic_staging ({}) FROM STDIN (FORMAT BINARY)").format(
+            sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
+        )
+        copy_direct = sql.SQL("COPY {} ({}, {}) FROM STDIN (FORMAT BINARY)").format(
+            corpus.table, sql.SQL(", ").join(map(sql.Identifier, _COLUMNS[:-1])), corpus.embedding
+        )
+        return cls(lookup, copy_staging, copy_direct, upsert)
+
+
+def _create_staging(conn: Connection) -> None:
+    """The session's temporary staging table (committed, so a batch's rollback keeps it)."""
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS pglogic_staging (external_id text, title text,"
+        " text text, metadata jsonb, text_hash bytea, row_hash bytea, embedding vector)"
+    )
+    conn.commit()
+
+
+def _stored(conn: Connection, stmts: _Statements, batch: list[Record]) -> dict[str, _Stored]:
+    """The stored hashes of the batch's external ids (those already in the corpus)."""
+    return {
+        row[0]: (bytes(row[1]), bytes(row[2]), bool(row[3]))
+        for row in conn.execute(stmts.lookup, ([r.external_id for r in batch],))
+    }
+
+
+def _to_write(batch: list[Record], existing: dict[str, _Stored], stats: IngestStats) -> list[_Todo]:
+    """The batch's new and changed rows (counting the unchanged ones in ``stats``)."""
+    todo: list[_Todo] = []
+    for r in batch:
+        th, rh = text_hash(r), row_hash(r)
+        old = existing.get(r.external_id)
+        if old is not None and old[1] == rh and old[2]:
+            stats.unchanged += 1
+            continue
+        needs_vector = old is None or old[0] != th or not old[2]
+        todo.append((r, th, rh, needs_vector))
+    return todo
+
+
+def _vectors(
+    corpus: Corpus, embedder: Embedder | None, todo: list[_Todo], stats: IngestStats
+) -> dict[str, np.ndarray]:
+    """The new vectors of the rows that need one: embedded, or given with the record."""
+    vectors: dict[str, np.ndarray] = {}
+    to_embed = [r for r, _, _, need in todo if need and r.vector is None]
+    if to_embed:
+        if embedder is None:
+            raise EmbeddingError(
+                f"{to_embed[0].source or to_embed[0].external_id} has no vector and no "
+                "embedding model was given"
+            )
+        out = embedder.embed([r.embed_text for r in to_embed])
+        if out.shape != (len(to_embed), corpus.dim) or not np.isfinite(out).all():
+            raise EmbeddingError(f"Model {embedder.name!r} returned unusable vectors")
+        vectors.update({r.external_id: v for r, v in zip(to_embed, out, strict=True)})
+        stats.embedded += len(to_embed)
+    for r, _, _, need in todo:
+        if need and r.vector is not None:
+            vectors[r.external_id] = np.asarray(r.vector, dtype=np.float32)
+    return vectors
+
+
+def _load(
+    conn: Connection,
+    stmts: _Statements,
+    todo: list[_Todo],
+    vectors: dict[str, np.ndarray],
+    only_new: bool,
+) -> list[tuple[bool]]:
+    """Write the rows: COPY straight into the corpus table when every id is new, else (or when
+    a concurrent insert got there first) COPY into staging and upsert. One ``(inserted,)`` per
+    row written."""
+    if only_new:
+        try:
+            with conn.transaction():  # a savepoint: a concurrent insert falls back below
+                _copy_rows(conn, stmts.copy_direct, todo, vectors)
+            return [(True,)] * len(todo)
+        except psycopg.errors.UniqueViolation:
+            pass
+    conn.execute("TRUNCATE pglogic_staging")
+    _copy_rows(conn, stmts.copy_staging, todo, vectors)
+    return conn.execute(stmts.upsert).fetchall()
+
+
+def _write_batch(
+    conn: Connection,
+    corpus: Corpus,
+    stmts: _Statements,
+    todo: list[_Todo],
+    existing: dict[str, _Stored],
+    vectors: dict[str, np.ndarray],
+    other_embedders: dict[str, Embedder | None],
+    stats: IngestStats,
+    started: float,
+) -> None:
+    """Load the rows, fill the other embedding columns, commit (one transaction per batch: what
+    is committed survives a crash) and count; rolls back on any error. ``started`` is when the
+    load began (filling the other columns counts as embedding, not as load)."""
+    try:
+        results = _load(conn, stmts, todo, vectors, only_new=not existing)
+        t2 = time.perf_counter()
+        _fill_other_columns(conn, corpus, todo, existing, other_embedders)
+        fill_seconds = time.perf_counter() - t2
+        stats.embed_seconds += fill_seconds
+        started += fill_seconds
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    for (was_insert,) in results:
+        if was_insert:
+            stats.inserted += 1
+        else:
+            stats.updated += 1
+    stats.load_seconds += time.perf_counter() - started
 
 
 def ingest_records(
@@ -255,103 +405,22 @@ def ingest_records(
     check_embedder(corpus, embedder)
     stats = IngestStats()
     other_embedders: dict[str, Embedder | None] = {}
-    conn.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS pglogic_staging (external_id text, title text,"
-        " text text, metadata jsonb, text_hash bytea, row_hash bytea, embedding vector)"
-    )
-    conn.commit()
-    upsert = sql.SQL(
-        "INSERT INTO {table} AS d (external_id, title, text, metadata, text_hash, row_hash, {col})"
-        " SELECT external_id, title, text, metadata, text_hash, row_hash, embedding"
-        " FROM pglogic_staging"
-        " ON CONFLICT (external_id) DO UPDATE SET title = EXCLUDED.title, text = EXCLUDED.text,"
-        " metadata = EXCLUDED.metadata, text_hash = EXCLUDED.text_hash,"
-        " row_hash = EXCLUDED.row_hash, {col} = COALESCE(EXCLUDED.{col}, d.{col}),"
-        " ingested_at = now()"
-        " WHERE d.row_hash IS DISTINCT FROM EXCLUDED.row_hash"
-        " RETURNING (xmax = 0)"
-    ).format(table=corpus.table, col=corpus.embedding)
-    lookup = sql.SQL(
-        "SELECT external_id, text_hash, row_hash, {col} IS NOT NULL FROM {table}"
-        " WHERE external_id = ANY(%s)"
-    ).format(table=corpus.table, col=corpus.embedding)
-    copy_stmt = sql.SQL("COPY pglogic_staging ({}) FROM STDIN (FORMAT BINARY)").format(
-        sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
-    )
-    direct_copy = sql.SQL("COPY {} ({}, {}) FROM STDIN (FORMAT BINARY)").format(
-        corpus.table, sql.SQL(", ").join(map(sql.Identifier, _COLUMNS[:-1])), corpus.embedding
-    )
-
+    _create_staging(conn)
+    stmts = _Statements.for_corpus(corpus)
     for batch in _batches(records, batch_size):
         stats.seen += len(batch)
-        hashes = [(text_hash(r), row_hash(r)) for r in batch]
-        existing = {
-            row[0]: (bytes(row[1]), bytes(row[2]), bool(row[3]))
-            for row in conn.execute(lookup, ([r.external_id for r in batch],))
-        }
-        todo: list[tuple[Record, bytes, bytes, bool]] = []
-        for r, (th, rh) in zip(batch, hashes, strict=True):
-            old = existing.get(r.external_id)
-            if old is not None and old[1] == rh and old[2]:
-                stats.unchanged += 1
-                continue
-            needs_vector = old is None or old[0] != th or not old[2]
-            todo.append((r, th, rh, needs_vector))
-        if not todo:
+        existing = _stored(conn, stmts, batch)
+        todo = _to_write(batch, existing, stats)
+        if todo:
+            t0 = time.perf_counter()
+            vectors = _vectors(corpus, embedder, todo, stats)
+            t1 = time.perf_counter()
+            stats.embed_seconds += t1 - t0
+            _write_batch(
+                conn, corpus, stmts, todo, existing, vectors, other_embedders, stats, started=t1
+            )
+        else:
             conn.rollback()
-            stats.batches += 1
-            if on_batch:
-                on_batch(stats, len(batch))
-            continue
-
-        t0 = time.perf_counter()
-        vectors: dict[str, np.ndarray] = {}
-        to_embed = [r for r, _, _, need in todo if need and r.vector is None]
-        if to_embed:
-            if embedder is None:
-                raise EmbeddingError(
-                    f"{to_embed[0].source or to_embed[0].external_id} has no vector and no "
-                    "embedding model was given"
-                )
-            out = embedder.embed([r.embed_text for r in to_embed])
-            if out.shape != (len(to_embed), corpus.dim) or not np.isfinite(out).all():
-                raise EmbeddingError(f"Model {embedder.name!r} returned unusable vectors")
-            vectors.update({r.external_id: v for r, v in zip(to_embed, out, strict=True)})
-            stats.embedded += len(to_embed)
-        for r, _, _, need in todo:
-            if need and r.vector is not None:
-                vectors[r.external_id] = np.asarray(r.vector, dtype=np.float32)
-        t1 = time.perf_counter()
-        stats.embed_seconds += t1 - t0
-
-        try:
-            results = None
-            if not existing:  # only new ids: COPY straight into the corpus table
-                try:
-                    with conn.transaction():  # a savepoint: a concurrent insert falls back below
-                        _copy_rows(conn, direct_copy, todo, vectors)
-                    results = [(True,)] * len(todo)
-                except psycopg.errors.UniqueViolation:
-                    results = None
-            if results is None:
-                conn.execute("TRUNCATE pglogic_staging")
-                _copy_rows(conn, copy_stmt, todo, vectors)
-                results = conn.execute(upsert).fetchall()
-            t2 = time.perf_counter()
-            _fill_other_columns(conn, corpus, todo, existing, other_embedders)
-            fill_seconds = time.perf_counter() - t2
-            stats.embed_seconds += fill_seconds
-            t1 += fill_seconds  # counted as embedding, not as load
-            conn.commit()  # one transaction per batch: what is committed survives a crash
-        except BaseException:
-            conn.rollback()
-            raise
-        for (was_insert,) in results:
-            if was_insert:
-                stats.inserted += 1
-            else:
-                stats.updated += 1
-        stats.load_seconds += time.perf_counter() - t1
         stats.batches += 1
         if on_batch:
             on_batch(stats, len(batch))

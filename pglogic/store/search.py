@@ -31,11 +31,10 @@ from pglogic.engine.compile import (
     SearchOptions,
     Source,
     compile_query,
-    prefer_exact,
-    scan_plan,
     set_local,
 )
 from pglogic.engine.filters import Filter, filters_sql
+from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.render import vector_literal
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import EmbeddingError, QueryError

@@ -1,0 +1,81 @@
+"""How to run a logical search: :class:`SearchOptions`, the scoring :data:`MODES` and their bounds.
+
+The planning heuristics (:mod:`pglogic.engine.plans`) and the compiler
+(:mod:`pglogic.engine.compile`, which re-exports these names) both read the options.
+
+Example:
+    >>> opts = SearchOptions(k=5, mode="nsfl")
+    >>> opts.k, opts.mode in MODES, DEFAULT_RERANK_DEPTH <= MAX_EF_SEARCH
+    (5, True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pglogic.engine.filters import Filter
+from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily
+
+#: pgvector's upper bound for hnsw.ef_search.
+MAX_EF_SEARCH = 1000
+#: Default K of the reranking modes (the NSFL paper reranks 1,000 candidates).
+DEFAULT_RERANK_DEPTH = 1000
+
+MODES: dict[str, str] = {
+    "fuzzy": "fuzzy operators over the term similarities (candidates: each positive term's HNSW "
+    "scan and the guide's)",
+    "nsfl": "NSFL operators over term, fused-query and question similarities (candidates: the "
+    "fuzzy mode's and the question's scan)",
+    "nsfl-rerank": "NSFL operators over the top K of the question's HNSW scan (the NSFL paper's "
+    "reranking)",
+    "sqo": "spherical query optimisation: one optimised query vector, plain HNSW top k",
+    "sqo-rerank": "the top K of the SQO vector's HNSW scan, reranked by the fuzzy formula",
+}
+"""Scoring modes by name (``SearchOptions.mode``, ``--mode``); ``fuzzy`` is the default."""
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to run a logical search.
+
+    ``operators`` is a preset name (``itlr``, ``godel``, ...) or a spec like
+    ``and=min,or=max,not=complement``; ``truth`` maps cosine similarity to [0, 1] (``clamp``).
+    ``depth`` (per-term candidates) and ``ef_search`` default from k and the number of terms.
+    ``guide`` adds one more candidate scan along :func:`pglogic.engine.guide.guide_vector` (queries of
+    two or more terms): it finds the documents that score best on the combination, which sit
+    deep in every single term's list. ``term_scans`` says whether each positive term gets its
+    own scan too: by default (None) only where the guide alone does not suffice
+    (:func:`~pglogic.engine.plans.guide_suffices`: a positive OR); otherwise the guide's scan, at
+    twice its depth, is the only index scan of the statement (fuzzy mode). A disjunction of terms
+    under ``max`` (:func:`~pglogic.engine.plans.union_suffices`) needs each term's top k only:
+    k rows per term, no guide. ``True`` / ``False`` force the terms + the guide, or the guide
+    alone.
+
+    ``mode`` picks the scoring method (:data:`MODES`): ``nsfl`` and ``nsfl-rerank`` also score
+    the fused query texts and ``question`` (the monolithic question; default: the formula as
+    text, :func:`pglogic.query.to_text`), :mod:`pglogic.engine.nsfl`; ``sqo`` and ``sqo-rerank`` search
+    along the vector of :mod:`pglogic.engine.sqo` (``seed`` makes it deterministic). ``rerank_depth``
+    is K of the reranking modes (default 1000). NSFL scores raw cosine similarities, as the
+    paper does: ``operators`` and ``truth`` then only steer the guide scan; the SQO modes climb
+    (and ``sqo-rerank`` ranks by) the fuzzy formula with ``operators`` and ``truth``.
+
+    Example:
+        >>> SearchOptions(k=5, operators="godel").k
+        5
+    """
+
+    k: int = 10
+    operators: str | OperatorFamily = DEFAULT_FAMILY
+    truth: str = "clamp"
+    exact: bool = False
+    depth: int | None = None
+    ef_search: int | None = None
+    filters: Sequence[Filter] = field(default_factory=tuple)
+    iterative_scan: bool = True
+    guide: bool = True
+    term_scans: bool | None = None
+    mode: str = "fuzzy"
+    question: str | None = None
+    rerank_depth: int | None = None
+    seed: int = 0
