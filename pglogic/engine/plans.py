@@ -213,8 +213,9 @@ def prefer_exact(
     :func:`guide_only_plan`) or ``union`` (one per term for k rows: :func:`scan_plan`). A
     union scan stops after k matching rows, k / ``selectivity`` tuples, but visits at least
     its ``ef_search`` (a single-term query's) tuples: depth = max(k, ef_search * selectivity).
-    Measured at 1M vectors (``bench/results/scale_1m_union_first_run.md``): OR 8, k = 100
-    with a 1% filter, exact 412 ms vs 585 ms for the scans; with 10%, 534 ms vs 115 ms.
+    Measured at 1M vectors by the first run of the union plan (``bench/results/
+    scale_1m_union_first_run.md`` of commit 9a5d423, since superseded by ``scale_1m.md``): OR 8,
+    k = 100 with a 1% filter, exact 412 ms vs 585 ms for the scans; with 10%, 534 ms vs 115 ms.
 
     Example:
         >>> prefer_exact(1_000, 10, 3), prefer_exact(10_000, 10, 3)
