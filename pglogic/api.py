@@ -12,14 +12,10 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from psycopg import sql
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
@@ -29,8 +25,8 @@ from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, SchemaError
 from pglogic.query import Node
-from pglogic.resources import resource_dir
 from pglogic.store import corpus as corpora
+from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo, IndexProgress
 from pglogic.store.db import Connection, connect
@@ -42,57 +38,6 @@ from pglogic.store.settings import Settings
 if TYPE_CHECKING:  # the LLM client and Alembic load when used: searches start fast
     from pglogic.llm.client import LLMConfig
     from pglogic.llm.rewrite import AskResult
-
-#: Alembic's version table of pglogic's migrations (:data:`pglogic.store.migrate.VERSION_TABLE`).
-VERSION_TABLE = "pglogic_alembic_version"
-_REVISION_RE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
-
-
-@functools.cache
-def shipped_head() -> str | None:
-    """The newest migration shipped with this pglogic, read from the migration files' headers.
-
-    Found without importing Alembic (what :func:`pglogic.store.migrate.head` does, in tenths of a
-    second); None when the headers do not name exactly one head, and then Alembic decides.
-
-    Example:
-        >>> shipped_head() >= "0004"
-        True
-    """
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (resource_dir("migrations") / "versions").glob("*.py"):
-        fields = dict(_REVISION_RE.findall(path.read_text(encoding="utf-8")))
-        rev = fields.get("revision", "").strip("\"'")
-        if not rev:  # not a migration (Alembic skips it too)
-            continue
-        if rev in revisions:
-            return None
-        revisions.add(rev)
-        parents.update(re.findall(r"[\"']([^\"']+)[\"']", fields.get("down_revision", "")))
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
-
-
-def schema_at_head(dsn: str) -> bool:
-    """True when the database's pglogic schema is at :func:`shipped_head` (one query, no Alembic).
-
-    False also when it cannot tell (no version table, several rows): then the caller asks Alembic.
-
-    Example:
-        >>> schema_at_head("postgresql:///search")  # doctest: +SKIP
-        True
-    """
-    head = shipped_head()
-    if head is None:
-        return False
-    with connect(dsn, autocommit=True, vector=False) as conn:
-        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (VERSION_TABLE,)).fetchone()
-        if not found or not found[0]:
-            return False
-        stmt = sql.SQL("SELECT version_num FROM {}").format(sql.Identifier(VERSION_TABLE))
-        rows = conn.execute(stmt).fetchall()
-    return len(rows) == 1 and rows[0][0] == head
 
 
 class PgLogic:
@@ -131,11 +76,9 @@ class PgLogic:
         return connect(self.dsn)
 
     def _ensure_schema(self) -> None:
-        if schema_at_head(self.dsn):  # the common case, decided without importing Alembic
+        if migrate.schema_at_head(self.dsn):  # the common case: one query, no Alembic
             self._checked = True
             return
-        from pglogic.store import migrate
-
         rev = migrate.current(self.dsn)
         if rev != migrate.head():
             if self.settings.embedded:
@@ -157,8 +100,6 @@ class PgLogic:
         Example:
             >>> PgLogic().upgrade()  # doctest: +SKIP
         """
-        from pglogic.store import migrate
-
         migrate.upgrade(self.dsn, revision)
 
     def create_corpus(

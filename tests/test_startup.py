@@ -113,11 +113,9 @@ def test_a_lazy_group_imports_on_demand() -> None:
 
 
 def test_the_shipped_head_is_alembics() -> None:
-    from pglogic.api import VERSION_TABLE, shipped_head
     from pglogic.store import migrate
 
-    assert shipped_head() == migrate.head()
-    assert VERSION_TABLE == migrate.VERSION_TABLE
+    assert migrate.shipped_head() == migrate.head()
 
 
 @pytest.mark.slow
@@ -128,9 +126,9 @@ def test_a_migrated_database_is_used_without_importing_alembic(dsn: str) -> None
 
 def test_an_old_schema_is_still_refused(empty_dsn: str) -> None:
     from pglogic import PgLogic
-    from pglogic.api import schema_at_head
     from pglogic.errors import SchemaError
     from pglogic.store import migrate
+    from pglogic.store.migrate import schema_at_head
 
     assert not schema_at_head(empty_dsn)
     migrate.upgrade(empty_dsn, "0001")

@@ -12,22 +12,24 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import io
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, pool
-from sqlalchemy.exc import DBAPIError
+from psycopg import errors, sql
 
 from pglogic.errors import SchemaError
 from pglogic.resources import resource_dir
 from pglogic.store.db import connect, require_vector_available
 
+if TYPE_CHECKING:  # Alembic and SQLAlchemy load when a migration runs, not to check the revision
+    from alembic.config import Config
+    from sqlalchemy import Engine
+
 VERSION_TABLE = "pglogic_alembic_version"
+_REVISION_RE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
 
 
 def script_location() -> Path:
@@ -41,12 +43,16 @@ def script_location() -> Path:
 
 
 def _config(output: io.StringIO | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config(stdout=io.StringIO(), output_buffer=output)
     cfg.set_main_option("script_location", str(script_location()))
     return cfg
 
 
 def _engine(dsn: str) -> Engine:
+    from sqlalchemy import create_engine, pool
+
     return create_engine(
         "postgresql+psycopg://",
         creator=lambda: connect(dsn, vector=False),
@@ -61,12 +67,65 @@ def head() -> str:
         >>> head() >= "0002"
         True
     """
+    from alembic.script import ScriptDirectory
+
     rev = ScriptDirectory.from_config(_config()).get_current_head()
     assert rev is not None
     return rev
 
 
+@functools.cache
+def shipped_head() -> str | None:
+    """The newest migration shipped with this pglogic, read from the migration files' headers.
+
+    Found without importing Alembic (what :func:`head` does, in tenths of a second); None when
+    the headers do not name exactly one head, and then Alembic decides.
+
+    Example:
+        >>> shipped_head() >= "0004"
+        True
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (resource_dir("migrations") / "versions").glob("*.py"):
+        fields = dict(_REVISION_RE.findall(path.read_text(encoding="utf-8")))
+        rev = fields.get("revision", "").strip("\"'")
+        if not rev:  # not a migration (Alembic skips it too)
+            continue
+        if rev in revisions:
+            return None
+        revisions.add(rev)
+        parents.update(re.findall(r"[\"']([^\"']+)[\"']", fields.get("down_revision", "")))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def schema_at_head(dsn: str) -> bool:
+    """True when the database's pglogic schema is at :func:`shipped_head` (one query, no Alembic).
+
+    False also when it cannot tell (no version table, several rows): then the caller asks Alembic.
+
+    Example:
+        >>> schema_at_head("postgresql:///search")  # doctest: +SKIP
+        True
+    """
+    newest = shipped_head()
+    if newest is None:
+        return False
+    stmt = sql.SQL("SELECT version_num FROM {}").format(sql.Identifier(VERSION_TABLE))
+    with connect(dsn, autocommit=True, vector=False) as conn:
+        try:
+            rows = conn.execute(stmt).fetchall()
+        except errors.UndefinedTable:  # never migrated
+            return False
+    return len(rows) == 1 and rows[0][0] == newest
+
+
 def _run(dsn: str, action: str, revision: str) -> None:
+    from alembic import command
+    from alembic.util.exc import CommandError
+    from sqlalchemy.exc import DBAPIError
+
     with connect(dsn, autocommit=True, vector=False) as conn:
         require_vector_available(conn)
     engine = _engine(dsn)
@@ -113,6 +172,8 @@ def current(dsn: str) -> str | None:
     Example:
         >>> current("postgresql:///fresh")  # doctest: +SKIP
     """
+    from alembic.runtime.migration import MigrationContext
+
     engine = _engine(dsn)
     with engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
@@ -172,6 +233,9 @@ def upgrade_sql(start: str | None = None, revision: str = "head") -> str:
         >>> "CREATE TABLE pglogic_alembic_version" in upgrade_sql("0003")
         False
     """
+    from alembic import command
+    from alembic.util.exc import CommandError
+
     cfg_head = head() if revision == "head" else revision
     buf = io.StringIO()
     cfg = _config(buf)
