@@ -178,8 +178,12 @@ def searches(n: int) -> dict[str, Any]:
     queries again, now answered from the cache; their output must equal the first run's.
     """
     from pglogic import PgLogic
-    from pglogic.store.search import cached_term_vectors
-    from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
+    from pglogic.store.term_cache import (
+        cache_terms,
+        cached_term_vectors,
+        cached_terms,
+        uncache_terms,
+    )
 
     api = PgLogic()
     corpus = api.corpus(CORPUS)
@@ -237,8 +241,7 @@ def real_terms() -> list[str]:
     """~1,200 distinct real terms: derived Reuters query terms, label/tag names, NL questions."""
     from pglogic.eval.data import load_dataset
     from pglogic.eval.derive import derive_queries
-    from pglogic.query import terms
-    from pglogic.store.search import to_tree
+    from pglogic.query import terms, to_tree
 
     out: list[str] = []
     for q in derive_queries(load_dataset(SHARED_DATA / "reuters21578")).queries:
@@ -258,7 +261,7 @@ def ranking_queries() -> dict[str, list[Any]]:
     from pglogic.cli.demo import DEMO_SETS
     from pglogic.eval.data import load_dataset
     from pglogic.eval.derive import derive_queries
-    from pglogic.store.search import to_tree
+    from pglogic.query import to_tree
 
     demo = DEMO_SETS["reuters21578"]
     nl = [json.loads(line) for line in (ROOT / "bench/nl/questions.jsonl").read_text().splitlines()]

@@ -24,7 +24,7 @@ from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, SchemaError
-from pglogic.query import Node
+from pglogic.query import Node, to_tree
 from pglogic.store import corpus as corpora
 from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
@@ -32,7 +32,7 @@ from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo,
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
 from pglogic.store.readers import FieldMap
-from pglogic.store.search import SearchResult, search, server_has_iterative_scan, to_tree
+from pglogic.store.search import SearchResult, search, server_has_iterative_scan
 from pglogic.store.settings import Settings
 
 if TYPE_CHECKING:  # the LLM client and Alembic load when used: searches start fast

@@ -32,7 +32,7 @@ from pglogic.engine.operators import (
 from pglogic.engine.render import json_tree, search_json
 from pglogic.errors import PglogicError
 from pglogic.eval.calibrate import Calibration
-from pglogic.query import parse
+from pglogic.query import parse, to_tree
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.calibration_store import (
@@ -42,7 +42,7 @@ from pglogic.store.calibration_store import (
 )
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
-from pglogic.store.search import Hit, search, to_tree
+from pglogic.store.search import Hit, search
 from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
 from tests.conftest import Server, reuters_database
 

@@ -281,7 +281,7 @@ def test_cached_vectors_of_another_dimension_or_model_are_ignored(
     hashed: tuple[str, Any],
 ) -> None:
     from pglogic.store.db import connect
-    from pglogic.store.search import cached_term_vectors
+    from pglogic.store.term_cache import cached_term_vectors
 
     dsn, corpus = hashed
     with connect(dsn) as conn:

@@ -257,7 +257,7 @@ def compile_cmd(
     from pglogic.engine.compile import compile_query
     from pglogic.engine.render import render
     from pglogic.engine.source import Corpus
-    from pglogic.store.search import to_tree
+    from pglogic.query import to_tree
 
     if vectors_mode == "inline" and not corpus_name:
         raise click.UsageError("--vectors inline needs --corpus: the corpus's model embeds terms")

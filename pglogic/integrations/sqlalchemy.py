@@ -41,8 +41,7 @@ from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.errors import InvalidInput
-from pglogic.query import Node
-from pglogic.store.search import to_tree
+from pglogic.query import Node, to_tree
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

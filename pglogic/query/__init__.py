@@ -20,7 +20,7 @@ from pglogic.query.ast import (
     positive_terms,
     terms,
 )
-from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse
+from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse, to_tree
 from pglogic.query.printer import quote_term, to_string, to_text
 
 __all__ = [
@@ -40,4 +40,5 @@ __all__ = [
     "terms",
     "to_string",
     "to_text",
+    "to_tree",
 ]

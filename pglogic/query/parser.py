@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from pglogic.errors import QuerySyntaxError
+from pglogic.errors import QueryError, QuerySyntaxError
 from pglogic.query.ast import And, Node, Not, Or, Term
 from pglogic.query.lexer import Lexer, Token, TokenKind
 
-__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse"]
+__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse", "to_tree"]
 
 DEFAULT_MAX_TERMS = 32
 """Default limit on the number of term occurrences in one query."""
@@ -176,3 +176,29 @@ def parse(
     if max_terms < 1 or max_depth < 0:
         raise ValueError("max_terms must be >= 1 and max_depth >= 0")
     return _Parser(query, max_terms, max_depth).parse()
+
+
+def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
+    """Parse ``query`` as a logical query, or take it as one plain term.
+
+    It is logical when it contains a double quote or starts with ``'``, ``(`` or ``NOT``; so
+    ``children's books`` is plain text and ``'a' AND 'b'`` is logical.
+
+    Example:
+        >>> to_tree("oil prices")
+        Term(text='oil prices')
+        >>> to_tree("children's books")
+        Term(text="children's books")
+        >>> str(to_tree('"a" and not "b"'))
+        '"a" AND NOT "b"'
+    """
+    if not isinstance(query, str):
+        return query
+    head = query.lstrip()[:4].upper()
+    logical = '"' in query or head[:1] in ("'", "(") or head == "NOT " or head == "NOT("
+    if not logical:
+        text = query.strip()
+        if not text:
+            raise QueryError("Empty query")
+        return Term(text)
+    return parse(query, max_terms=max_terms)

@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-import numpy as np
-from psycopg import errors, sql
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from pglogic.embed.base import Embedder
@@ -35,13 +34,13 @@ from pglogic.engine.compile import (
 )
 from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
-from pglogic.engine.render import vector_literal
 from pglogic.engine.source import SCHEMA, Corpus
-from pglogic.errors import EmbeddingError, QueryError
-from pglogic.query import Node, Term, parse, positive_terms
+from pglogic.errors import EmbeddingError
+from pglogic.query import Node, positive_terms, to_tree
 from pglogic.query import terms as tree_terms
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.db import Connection, vector_version, version_tuple
+from pglogic.store.term_cache import cached_term_vectors, remember_term_vectors
 
 
 @dataclass(frozen=True)
@@ -73,32 +72,6 @@ class SearchResult:
     cached_terms: tuple[str, ...] = ()
 
 
-def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
-    """Parse ``query`` as a logical query, or take it as one plain term.
-
-    It is logical when it contains a double quote or starts with ``'``, ``(`` or ``NOT``; so
-    ``children's books`` is plain text and ``'a' AND 'b'`` is logical.
-
-    Example:
-        >>> to_tree("oil prices")
-        Term(text='oil prices')
-        >>> to_tree("children's books")
-        Term(text="children's books")
-        >>> str(to_tree('"a" and not "b"'))
-        '"a" AND NOT "b"'
-    """
-    if not isinstance(query, str):
-        return query
-    head = query.lstrip()[:4].upper()
-    logical = '"' in query or head[:1] in ("'", "(") or head == "NOT " or head == "NOT("
-    if not logical:
-        text = query.strip()
-        if not text:
-            raise QueryError("Empty query")
-        return Term(text)
-    return parse(query, max_terms=max_terms)
-
-
 _ITERATIVE: dict[str, bool] = {}
 
 
@@ -114,70 +87,6 @@ def server_has_iterative_scan(conn: Connection) -> bool:
         version = vector_version(conn)
         _ITERATIVE[key] = version is not None and version_tuple(version) >= (0, 8)
     return _ITERATIVE[key]
-
-
-TERM_CACHE = sql.Identifier("pglogic", "term_cache")
-
-
-def cached_term_vectors(
-    conn: Connection, corpus: Corpus, terms: Sequence[str]
-) -> dict[str, np.ndarray]:
-    """The vectors of ``terms`` stored in ``pglogic.term_cache`` for the corpus's model (one query).
-
-    :func:`pglogic.store.term_cache.cache_terms` stores them, keyed by model spec and term, as
-    the query side of the corpus's model embeds them (the vectors ``search`` would compute).
-    Only vectors of the corpus's dimension count. Terms not cached are absent from the result;
-    so are all of them when the table is missing or not readable by this role. Leaves the
-    connection's transaction state as it was (a savepoint inside a transaction).
-
-    Example:
-        >>> sorted(cached_term_vectors(conn, corpus, ["oil prices", "uncached"]))  # doctest: +SKIP
-        ['oil prices']
-    """
-    if not terms:
-        return {}
-    stmt = sql.SQL(
-        "SELECT term, embedding::real[] FROM {} "
-        "WHERE model = %s AND term = ANY(%s) AND vector_dims(embedding) = %s"
-    ).format(TERM_CACHE)
-    try:
-        with conn.transaction():
-            rows = conn.execute(stmt, (corpus.model, list(terms), corpus.dim)).fetchall()
-    except (errors.UndefinedTable, errors.InsufficientPrivilege, errors.UndefinedFunction):
-        return {}
-    return {str(r[0]): np.asarray(r[1], dtype=np.float32) for r in rows}
-
-
-def remember_term_vectors(conn: Connection, corpus: Corpus, vectors: dict[str, Any]) -> int:
-    """Store the query vectors of terms in ``pglogic.term_cache`` for the corpus's model.
-
-    Best effort, for :func:`search`: entries already there are kept (``ON CONFLICT DO NOTHING``),
-    and nothing is stored (0 returned) for a role that cannot write the table or a read-only
-    transaction. Like :func:`cached_term_vectors` it leaves the transaction state as it was: a
-    write inside the caller's transaction commits with it. Returns the number of rows written.
-
-    Example:
-        >>> remember_term_vectors(conn, corpus, {"oil prices": vec})  # doctest: +SKIP
-        1
-    """
-    if not vectors:
-        return 0
-    stmt = sql.SQL(
-        "INSERT INTO {} (model, term, embedding) VALUES (%s, %s, %s::vector) "
-        "ON CONFLICT (model, term) DO NOTHING"
-    ).format(TERM_CACHE)
-    rows = [(corpus.model, t, vector_literal(v)) for t, v in vectors.items()]
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.executemany(stmt, rows)
-            return max(0, cur.rowcount)
-    except (
-        errors.InsufficientPrivilege,
-        errors.ReadOnlySqlTransaction,
-        errors.UndefinedTable,
-        errors.CheckViolation,
-    ):
-        return 0
 
 
 def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object]) -> list[Hit]:

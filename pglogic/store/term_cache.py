@@ -16,17 +16,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
-from psycopg import sql
+from psycopg import errors, sql
 
 from pglogic.embed.base import Embedder
 from pglogic.embed.registry import get_query_embedder
 from pglogic.engine.render import vector_literal
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, InvalidInput
-from pglogic.query import Node
+from pglogic.query import Node, to_tree
 from pglogic.query import terms as tree_terms
 from pglogic.store.db import Connection, require_schema
 
@@ -37,8 +38,6 @@ TABLE = sql.Identifier("pglogic", "term_cache")
 
 def _term_list(terms: str | Node | Iterable[str]) -> list[str]:
     if isinstance(terms, str):
-        from pglogic.store.search import to_tree
-
         return tree_terms(to_tree(terms))
     if not isinstance(terms, Iterable):
         return tree_terms(terms)
@@ -103,6 +102,67 @@ def cache_terms(
     if not conn.autocommit:
         conn.commit()
     return texts
+
+
+def cached_term_vectors(
+    conn: Connection, corpus: Corpus, terms: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The vectors of ``terms`` stored in ``pglogic.term_cache`` for the corpus's model (one query).
+
+    :func:`pglogic.store.term_cache.cache_terms` stores them, keyed by model spec and term, as
+    the query side of the corpus's model embeds them (the vectors ``search`` would compute).
+    Only vectors of the corpus's dimension count. Terms not cached are absent from the result;
+    so are all of them when the table is missing or not readable by this role. Leaves the
+    connection's transaction state as it was (a savepoint inside a transaction).
+
+    Example:
+        >>> sorted(cached_term_vectors(conn, corpus, ["oil prices", "uncached"]))  # doctest: +SKIP
+        ['oil prices']
+    """
+    if not terms:
+        return {}
+    stmt = sql.SQL(
+        "SELECT term, embedding::real[] FROM {} "
+        "WHERE model = %s AND term = ANY(%s) AND vector_dims(embedding) = %s"
+    ).format(TABLE)
+    try:
+        with conn.transaction():
+            rows = conn.execute(stmt, (corpus.model, list(terms), corpus.dim)).fetchall()
+    except (errors.UndefinedTable, errors.InsufficientPrivilege, errors.UndefinedFunction):
+        return {}
+    return {str(r[0]): np.asarray(r[1], dtype=np.float32) for r in rows}
+
+
+def remember_term_vectors(conn: Connection, corpus: Corpus, vectors: dict[str, Any]) -> int:
+    """Store the query vectors of terms in ``pglogic.term_cache`` for the corpus's model.
+
+    Best effort, for :func:`search`: entries already there are kept (``ON CONFLICT DO NOTHING``),
+    and nothing is stored (0 returned) for a role that cannot write the table or a read-only
+    transaction. Like :func:`cached_term_vectors` it leaves the transaction state as it was: a
+    write inside the caller's transaction commits with it. Returns the number of rows written.
+
+    Example:
+        >>> remember_term_vectors(conn, corpus, {"oil prices": vec})  # doctest: +SKIP
+        1
+    """
+    if not vectors:
+        return 0
+    stmt = sql.SQL(
+        "INSERT INTO {} (model, term, embedding) VALUES (%s, %s, %s::vector) "
+        "ON CONFLICT (model, term) DO NOTHING"
+    ).format(TABLE)
+    rows = [(corpus.model, t, vector_literal(v)) for t, v in vectors.items()]
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(stmt, rows)
+            return max(0, cur.rowcount)
+    except (
+        errors.InsufficientPrivilege,
+        errors.ReadOnlySqlTransaction,
+        errors.UndefinedTable,
+        errors.CheckViolation,
+    ):
+        return 0
 
 
 def cached_terms(conn: Connection, model: str) -> list[str]:
