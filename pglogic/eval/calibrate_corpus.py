@@ -29,6 +29,7 @@ from pglogic.errors import InvalidInput
 from pglogic.eval.calibrate import Calibration, fit_corpus
 from pglogic.eval.evaluate import corpus_embeddings
 from pglogic.store.db import Connection
+from pglogic.store.term_cache import TABLE as TERM_CACHE
 from pglogic.store.term_cache import embed_for_corpus
 
 __all__ = ["MAX_DOCUMENTS", "MIN_TERMS", "CorpusFit", "fit_from_corpus", "read_terms"]
@@ -81,7 +82,7 @@ def _cached(conn: Connection, corpus: Corpus) -> tuple[list[str], npt.NDArray[np
         sql.SQL(
             "SELECT term, embedding FROM {} WHERE model = %s AND vector_dims(embedding) = %s "
             "ORDER BY term"
-        ).format(sql.Identifier("pglogic", "term_cache")),
+        ).format(TERM_CACHE),
         (corpus.model, corpus.dim),
     ).fetchall()
     vectors = [np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows]
