@@ -180,6 +180,36 @@ def test_wrong_vector_dimension(dsn: str, tmp_path: Path) -> None:
     assert _rows(dsn) == {}
 
 
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ([0.0] * 384, r"v\.jsonl line 31 is a zero vector"),
+        (
+            [float("nan")] + [0.1] * 383,
+            r"v\.jsonl line 31 has a NaN or infinite component \(component 1\)",
+        ),
+        ([0.1] * 383 + [float("inf")], r"component 384"),
+        ([0.1] * 383 + [1e39], r"component 384"),  # finite in float64, infinite as float32
+    ],
+)
+def test_unusable_vectors_are_refused_before_anything_is_written(
+    dsn: str, tmp_path: Path, bad: list[float], message: str
+) -> None:
+    """NaN, infinite (as float32) and zero vectors: refused in validation, so no earlier batch
+    commits (a NaN used to fail only at COPY, after 3 batches of 10 had committed)."""
+    pl = PgLogic(dsn)
+    pl.create_corpus("c")
+    good = [0.0] * 384
+    good[0] = 1.0
+    rows = [{"id": f"d{i}", "text": "x", "emb": good} for i in range(30)]
+    rows.append({"id": "bad", "text": "x", "emb": bad})
+    path = tmp_path / "v.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # json writes NaN/Infinity
+    with pytest.raises(InvalidInput, match=message):
+        pl.ingest("c", path, fields=FieldMap(vector="emb"), batch_size=10)
+    assert _rows(dsn) == {}
+
+
 def test_missing_file_and_unknown_format(pl: PgLogic, tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="No such file or directory"):
         pl.ingest("c", tmp_path / "nope.jsonl")

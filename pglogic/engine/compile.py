@@ -3,7 +3,7 @@
 Statement shape (approximate mode)::
 
     WITH c0 AS MATERIALIZED (SELECT id, 1 - (embedding <=> %(v0)s) AS s0, ..., sn
-                             FROM corpus WHERE <filter>                        -- one per
+                             FROM corpus WHERE embedding IS NOT NULL AND <filter> -- one per
                              ORDER BY embedding <=> %(v0)s LIMIT %(depth)s),   -- positive term
          c1 AS MATERIALIZED (... ORDER BY embedding <=> %(v1)s ...),
          g  AS MATERIALIZED (... ORDER BY embedding <=> %(vg)s LIMIT %(gdepth)s),  -- guide
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -292,6 +293,7 @@ def _final(
 #: Compiled statements kept per query shape (:func:`compile_query`'s cache).
 SHAPE_CACHE_SIZE = 512
 _SHAPES: OrderedDict[tuple[Any, ...], CompiledQuery] = OrderedDict()
+_SHAPES_LOCK = threading.Lock()  # searches run in threads (a pool): LRU updates are not atomic
 
 
 def shape_of(tree: Node) -> str:
@@ -312,10 +314,11 @@ def _cached(key: tuple[Any, ...], tree: Node) -> CompiledQuery | None:
 
     Raises TypeError when the key is unhashable (a Contains filter's dict).
     """
-    cached = _SHAPES.get(key)
-    if cached is None:
-        return None
-    _SHAPES.move_to_end(key)
+    with _SHAPES_LOCK:
+        cached = _SHAPES.get(key)
+        if cached is None:
+            return None
+        _SHAPES.move_to_end(key)
     hit = replace(
         cached, terms=terms(tree), tree=tree,
         candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
@@ -326,10 +329,11 @@ def _cached(key: tuple[Any, ...], tree: Node) -> CompiledQuery | None:
 
 def _remember(key: tuple[Any, ...], compiled: CompiledQuery) -> None:
     """Cache ``compiled`` (rendered once, now) under ``key``, dropping the oldest shape."""
-    _SHAPES[key] = compiled
     compiled.text  # noqa: B018 -- render once, now
-    if len(_SHAPES) > SHAPE_CACHE_SIZE:
-        _SHAPES.popitem(last=False)
+    with _SHAPES_LOCK:
+        _SHAPES[key] = compiled
+        if len(_SHAPES) > SHAPE_CACHE_SIZE:
+            _SHAPES.popitem(last=False)
 
 
 def compile_query(
@@ -498,6 +502,19 @@ def _distance(src: Source, pre: str, vector: str) -> sql.Composable:
     )
 
 
+def _similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
+    """The select item ``name``: the cosine similarity to ``vector``, 0 where it is undefined.
+
+    A zero vector has no direction: its cosine distance is NaN, and PostgreSQL orders NaN above
+    every number, so ``GREATEST(0, LEAST(1, NaN))`` would make it fully true for every term.
+    It is similar to nothing instead (0), as :func:`pglogic.engine.operators.evaluate_numpy`
+    reads a NaN similarity.
+    """
+    return sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0) AS {}").format(
+        _distance(src, pre, vector), sql.Identifier(name)
+    )
+
+
 def _parts(
     tree: Node, src: Source, opts: SearchOptions, extra_where: sql.Composable | None, pre: str
 ) -> _Parts:
@@ -513,14 +530,9 @@ def _parts(
         where = sql.SQL("{} AND ({})").format(where, extra_where)
     params: dict[str, Any] = dict(fparams)
     params[pre + "k"] = opts.k
-    sim_items = [
-        sql.SQL("1 - ({}) AS {}").format(_distance(src, pre, f"v{i}"), sql.Identifier(f"s{i}"))
-        for i in index.values()
-    ]
+    sim_items = [_similarity(src, pre, f"v{i}", f"s{i}") for i in index.values()]
     if mode == "sqo":  # the score: the similarity to the SQO vector
-        sim_items.append(
-            sql.SQL("1 - ({}) AS {}").format(_distance(src, pre, GUIDE), sql.Identifier("sq"))
-        )
+        sim_items.append(_similarity(src, pre, GUIDE, "sq"))
     sim_cols = [sql.Identifier(f"s{index[t]}") for t in texts]
     final = _final(src, score, sim_cols, sql.Placeholder(pre + "k"), rel)
     if layers:
@@ -654,10 +666,11 @@ def _knn_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
         limit = RERANK_DEPTH
         parts.params[parts.pre + RERANK_DEPTH] = d.rdepth
     statement = sql.SQL(
-        "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-        " ORDER BY {dist} LIMIT {limit})\n{final}"
+        "WITH sims AS MATERIALIZED (SELECT {id}, {sims} FROM {from_}"
+        " WHERE {emb} IS NOT NULL AND {where} ORDER BY {dist} LIMIT {limit})\n{final}"
     ).format(
-        id=src.col(src.id), sims=parts.sims, from_=src.from_, where=parts.where,
+        id=src.col(src.id), sims=parts.sims, from_=src.from_, emb=src.col(src.embedding),
+        where=parts.where,
         dist=parts.distance(GUIDE if parts.sqo else "v0"), limit=parts.ph(limit), final=parts.final,
     )  # fmt: skip
     cands = [] if parts.sqo else positive_terms(parts.tree)
@@ -696,13 +709,14 @@ def _scan_cte(parts: _Parts, name: str, vector: str, limit: str) -> sql.Composab
     """
     src = parts.src
     return sql.SQL(
-        "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_} WHERE {where}"
-        " ORDER BY {dist} LIMIT {limit})"
+        "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_}"
+        " WHERE {emb} IS NOT NULL AND {where} ORDER BY {dist} LIMIT {limit})"
     ).format(
         name=sql.Identifier(name),
         id=src.col(src.id),
         sims=parts.sims,
         from_=src.from_,
+        emb=src.col(src.embedding),
         where=parts.where,
         dist=parts.distance(vector),
         limit=parts.ph(limit),

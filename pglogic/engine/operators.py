@@ -779,7 +779,8 @@ def evaluate_numpy(
     """Score documents exactly: ``sims[text]`` holds one cosine similarity per document.
 
     ``family`` and ``truth`` accept the same specs as :func:`resolve_family` and
-    :func:`resolve_truth`. Raises ``KeyError`` for a term missing from ``sims``.
+    :func:`resolve_truth`. Raises ``KeyError`` for a term missing from ``sims``. A NaN
+    similarity (a zero vector's) counts as 0, as in the compiled SQL.
 
     Example (the ITLR paper's example with its operators, ``itlr``):
         >>> from pglogic.query import parse
@@ -795,7 +796,8 @@ def evaluate_numpy(
     def leaf(text: str) -> FloatArray:
         if text not in sims:
             raise KeyError(f"No similarities given for term {text!r}")
-        return _as_array(sims[text])
+        # NaN (the cosine of a zero vector) is similar to nothing, as in the compiled SQL
+        return np.nan_to_num(_as_array(sims[text]), nan=0.0)
 
     result = evaluate(node, leaf, _NUMPY, resolve_family(family), resolve_truth(truth))
     return _as_array(result)

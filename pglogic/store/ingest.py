@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,22 +89,51 @@ def row_hash(record: Record) -> bytes:
     return hashlib.sha256(payload.encode("utf-8") + text_hash(record)).digest()
 
 
+def vector_problem(vector: Sequence[float], dim: int) -> str | None:
+    """What is wrong with a precomputed vector for a ``dim``-d corpus, or None when nothing is.
+
+    pgvector stores float32: a component must be finite as a float32, and the vector must not
+    be zero (its cosine similarity to anything is undefined: NaN).
+
+    Example:
+        >>> vector_problem([1.0, 0.0], 2) is None
+        True
+        >>> vector_problem([0.0, 0.0], 2), vector_problem([1.0, float("nan")], 2)
+        ('is a zero vector (no direction: its cosine similarity is undefined)', 'has a NaN or infinite component (component 2)')
+        >>> vector_problem([1.0], 2)
+        'has a 1-d vector but the corpus stores 2-d vectors'
+    """
+    if len(vector) != dim:
+        return f"has a {len(vector)}-d vector but the corpus stores {dim}-d vectors"
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.asarray(vector, dtype=np.float32)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        return f"has a NaN or infinite component (component {int(np.argmin(finite)) + 1})"
+    if not np.any(arr):
+        return "is a zero vector (no direction: its cosine similarity is undefined)"
+    return None
+
+
 def validate(records: Iterable[Record], corpus: Corpus) -> int:
-    """Check every record (the readers raise on bad ones) and vector sizes; return the count.
+    """Check every record (the readers raise on bad ones) and every precomputed vector
+    (:func:`vector_problem`) before anything is written; return the count.
 
     Example:
         >>> validate([Record("a", "x", None, {}, (1.0, 0.0))], corpus)  # doctest: +SKIP
         Traceback (most recent call last):
-        pglogic.errors.InvalidInput: ... has a 2-d vector but corpus 'news' stores 384-d vectors
+        pglogic.errors.InvalidInput: record 1 ('a') has a 2-d vector but corpus 'news' stores 384-d vectors; nothing was written
     """
     n = 0
     for r in records:
-        if r.vector is not None and len(r.vector) != corpus.dim:
-            raise InvalidInput(
-                f"{r.source or r.external_id} has a {len(r.vector)}-d vector but corpus "
-                f"{corpus.name!r} stores {corpus.dim}-d vectors"
-            )
         n += 1
+        if r.vector is None:
+            continue
+        problem = vector_problem(r.vector, corpus.dim)
+        if problem is not None:
+            problem = problem.replace("the corpus", f"corpus {corpus.name!r}")
+            where = r.source or f"record {n} ({r.external_id!r})"
+            raise InvalidInput(f"{where} {problem}; nothing was written")
     return n
 
 
@@ -324,6 +353,9 @@ def _vectors(
         stats.embedded += len(to_embed)
     for r, _, _, need in todo:
         if need and r.vector is not None:
+            problem = vector_problem(r.vector, corpus.dim)  # (ingest_path validated them all)
+            if problem is not None:
+                raise InvalidInput(f"{r.source or repr(r.external_id)} {problem}")
             vectors[r.external_id] = np.asarray(r.vector, dtype=np.float32)
     return vectors
 
