@@ -97,3 +97,9 @@ class LLMError(PglogicError):
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+
+
+class SearchTimeout(PglogicError):
+    """A search cancelled by the server after its ``timeout`` (``statement_timeout``)."""
+
+    exit_code = 4

@@ -1559,3 +1559,12 @@ def test_cli_table_prints_terms_and_titles_verbatim(monkeypatch: pytest.MonkeyPa
     text = out.getvalue()
     for s in ('"[b]x" OR "a[/]b"', "[b]x", "a[/]b", "id[/i]", "[red]title"):
         assert s in text
+
+
+def test_timeout_becomes_a_local_statement_timeout() -> None:
+    compiled = compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, SearchOptions(timeout=2.5))
+    assert compiled.settings["statement_timeout"] == "2500"
+    assert "statement_timeout" not in compile_query(parse('"a"'), GOLDEN_CORPUS).settings
+    for bad in (0, -1, float("nan"), 1e12):
+        with pytest.raises(InvalidInput, match="Invalid timeout"):
+            compile_query(parse('"a"'), GOLDEN_CORPUS, SearchOptions(timeout=bad))

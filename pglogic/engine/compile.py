@@ -404,6 +404,7 @@ def _compile(
     src = target if isinstance(target, Source) else Source.for_corpus(target)
     _check_options(opts)
     parts = _parts(tree, src, opts, extra_where, param_prefix)
+    parts.settings.update(_timeout_setting(opts))
     if opts.exact:
         return _exact_statement(parts)
     if not positive_terms(tree) and not (parts.nsfl or parts.sqo):
@@ -638,6 +639,16 @@ def _session_settings(
     if iterative and (filtered or d.scan > ef):
         settings["hnsw.iterative_scan"] = "relaxed_order"
     return settings
+
+
+def _timeout_setting(opts: SearchOptions) -> dict[str, str]:
+    """``statement_timeout`` (milliseconds) for ``opts.timeout`` seconds; InvalidInput when it is
+    not a positive number."""
+    if opts.timeout is None:
+        return {}
+    if not (isinstance(opts.timeout, int | float) and 0 < opts.timeout < 2_147_483):
+        raise InvalidInput(f"Invalid timeout={opts.timeout!r}: a positive number of seconds")
+    return {"statement_timeout": str(max(1, round(opts.timeout * 1000)))}
 
 
 def _exact_statement(parts: _Parts) -> CompiledQuery:

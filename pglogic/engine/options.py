@@ -60,6 +60,10 @@ class SearchOptions:
     paper does: ``operators`` and ``truth`` then only steer the guide scan; the SQO modes climb
     (and ``sqo-rerank`` ranks by) the fuzzy formula with ``operators`` and ``truth``.
 
+    ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
+    a search that runs longer is cancelled there and raises
+    :class:`~pglogic.errors.SearchTimeout`.
+
     Example:
         >>> SearchOptions(k=5, operators="godel").k
         5
@@ -79,3 +83,4 @@ class SearchOptions:
     question: str | None = None
     rerank_depth: int | None = None
     seed: int = 0
+    timeout: float | None = None
