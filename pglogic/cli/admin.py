@@ -202,6 +202,7 @@ def embedding_index(
             concurrently=concurrently,
             progress=on_progress,
             dsn=api.dsn,
+            note=bar.console.print,
         )
         bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
         e = admin.get_embedding(conn, corpus_name, model)
@@ -219,11 +220,14 @@ def embedding_index(
 def embedding_switch(ctx: click.Context, corpus_name: str, model: str, lock_timeout: str) -> None:
     """Make --model's column the one searches of CORPUS use (one transaction).
 
-    Refused while some documents have no vector in that column or it has no index.
+    Refused while some documents have no vector in that column or it has no index. First repairs
+    what an interrupted index command left (invalid indexes, an unfinished swap).
     """
     with ui.api(ctx).connect() as conn:
         before = admin.get_embedding(conn, corpus_name)
-        e = admin.switch_embedding(conn, corpus_name, model=model, lock_timeout=lock_timeout)
+        e = admin.switch_embedding(
+            conn, corpus_name, model=model, lock_timeout=lock_timeout, note=err_console.print
+        )
     if before.model == e.model:
         console.print(f"Corpus {corpus_name!r} already searches with {model} ({e.column})")
     else:

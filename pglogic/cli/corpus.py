@@ -193,24 +193,63 @@ def ingest(
 
 
 @click.command(
-    epilog=example("pglogic index news", "pglogic index news --m 32 --ef-construction 128")
+    epilog=example(
+        "pglogic index news",
+        "pglogic index news --m 32 --ef-construction 128",
+        "pglogic index news --repair    # after an interrupted build, or to add the metadata index",
+    )
 )
 @click.argument("corpus_name", metavar="CORPUS")
 @click.option("--m", type=int, default=DEFAULT_M, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION, show_default=True)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Only repair: drop invalid indexes left by an interrupted build, finish an interrupted "
+    "swap, build the metadata index if missing; keep a valid HNSW index.",
+)
 @click.pass_context
-def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int) -> None:
-    """Build (or rebuild) the HNSW cosine index of CORPUS."""
+def index(ctx: click.Context, corpus_name: str, m: int, ef_construction: int, repair: bool) -> None:
+    """Build (or rebuild) the HNSW cosine index of CORPUS.
+
+    Searches and ingests go on during the build (CREATE INDEX CONCURRENTLY; a rebuild is built
+    beside the old index and swapped in under the same name). It first repairs what an
+    interrupted index command left (invalid indexes, an unfinished swap) and builds the metadata
+    index (GIN on metadata, for --where filters) if the corpus has none.
+    """
+    from pglogic.store import corpus as corpora
     from pglogic.store.corpus import IndexProgress
 
-    with progress_bar() as bar:
+    api = ui.api(ctx)
+    with api.connect() as conn, progress_bar() as bar:
         task = bar.add_task(f"index {corpus_name}", total=None)
 
         def on_progress(p: IndexProgress) -> None:
             bar.update(task, completed=p.done, total=p.total or None, description=p.phase[:40])
 
-        seconds = ui.api(ctx).build_index(
-            corpus_name, m=m, ef_construction=ef_construction, progress=on_progress
-        )
+        def note(text: str) -> None:
+            bar.console.print(text)
+
+        if repair:
+            done = corpora.repair_indexes(
+                conn, corpus_name, progress=on_progress, dsn=api.dsn, note=note
+            )
+            info = corpora.corpus_info(conn, corpus_name)
+        else:
+            seconds = corpora.build_index(
+                conn,
+                corpus_name,
+                m=m,
+                ef_construction=ef_construction,
+                progress=on_progress,
+                dsn=api.dsn,
+                note=note,
+            )
         bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
+    if repair:
+        if not done:
+            console.print(f"Nothing to repair in corpus {corpus_name!r}")
+        if info.index_name is None:
+            console.print(f"Corpus {corpus_name!r} has no HNSW index: pglogic index {corpus_name}")
+        return
     console.print(f"Built HNSW index (m={m}, ef_construction={ef_construction}) in {seconds:.1f}s")

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import shlex
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,31 +35,18 @@ import numpy as np
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
-from psycopg.types.json import Jsonb
 
 from pglogic.embed.base import Embedder
 from pglogic.engine.source import SCHEMA, Corpus
-from pglogic.errors import EmbeddingError, InvalidInput, PglogicError
-from pglogic.store.corpus import (
-    DEFAULT_EF_CONSTRUCTION,
-    DEFAULT_M,
-    IndexProgress,
-    _poll_progress,
-    get_corpus,
-)
+from pglogic.errors import EmbeddingError, InvalidInput
+from pglogic.store import indexes
+from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, get_corpus
 from pglogic.store.db import Connection
+from pglogic.store.indexes import AdminError as AdminError
+from pglogic.store.indexes import IndexProgress, Maintenance, Progress
 from pglogic.store.readers import Record
 
 DEFAULT_LOCK_TIMEOUT = "5s"
-
-
-class AdminError(PglogicError):
-    """An embedding operation refused because of the corpus's state (e.g. switch before backfill).
-
-    Example:
-        >>> str(AdminError("Refusing to drop the active embedding"))
-        'Refusing to drop the active embedding'
-    """
 
 
 @dataclass(frozen=True)
@@ -114,7 +100,7 @@ def index_name_for(corpus: Corpus, column: str) -> str:
         >>> index_name_for(c, "embedding_2")
         'corpus_1_embedding_2_hnsw'
     """
-    return f"{corpus.table_name}_{column}_hnsw"
+    return indexes.hnsw_name(corpus, column)
 
 
 def _rows(conn: Connection, c: Corpus, *, lock: bool = False) -> list[_Emb]:
@@ -147,6 +133,18 @@ def _index_valid(conn: Connection, index_name: str | None) -> bool | None:
 def _set_lock_timeout(conn: Connection, lock_timeout: str | None) -> None:
     if lock_timeout is not None:
         conn.execute("SELECT set_config('lock_timeout', %s, true)", (lock_timeout,))
+
+
+def _check_client(conn: Connection) -> None:
+    """Have the server end this transaction within a second if the client dies (PG 14+, Linux)."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                "SELECT set_config('client_connection_check_interval', %s, true)",
+                (indexes.CLIENT_CHECK_INTERVAL,),
+            )
+    except (pgerrors.InvalidParameterValue, pgerrors.UndefinedObject):
+        pass  # not on this platform: the transaction still never commits without its client
 
 
 def _lock_error(c: Corpus, lock_timeout: str | None) -> AdminError:
@@ -358,38 +356,6 @@ def backfill_embedding(
     return filled
 
 
-def _check_hnsw(m: int, ef_construction: int) -> None:
-    if not 2 <= m <= 100:
-        raise InvalidInput(f"Invalid m={m}: pgvector accepts 2 to 100")
-    if not 4 <= ef_construction <= 1000 or ef_construction < 2 * m:
-        raise InvalidInput(
-            f"Invalid ef_construction={ef_construction}: must be 4 to 1000 and at least 2*m"
-        )
-
-
-class _Autocommit:
-    """Run a block in autocommit mode (needed by ``CONCURRENTLY``), restoring the mode after."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.restore: bool | None = None
-
-    def __enter__(self) -> Connection:
-        if not self.conn.autocommit:
-            if self.conn.info.transaction_status != TransactionStatus.IDLE:
-                raise AdminError(
-                    "CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction: commit "
-                    "first, or pass concurrently=False"
-                )
-            self.conn.autocommit = True
-            self.restore = False
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        if self.restore is not None and not self.conn.closed:
-            self.conn.autocommit = self.restore
-
-
 def build_embedding_index(
     conn: Connection,
     name: str,
@@ -401,114 +367,50 @@ def build_embedding_index(
     maintenance_work_mem: str = "1GB",
     progress: Callable[[IndexProgress], None] | None = None,
     dsn: str | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> float:
     """Build (or rebuild) the HNSW cosine index of ``model``'s column (None: the active one).
 
-    With ``concurrently`` (default) the build uses ``CREATE INDEX CONCURRENTLY``: searches and
-    ingests continue meanwhile; a rebuild makes the new index under a temporary name and swaps it
-    in; an invalid index left by an interrupted build is dropped first. It needs a connection
-    outside a transaction. With ``dsn`` and ``progress``, a second connection reports progress.
-    Returns the build time in seconds.
+    With ``concurrently`` (default) searches and ingests go on meanwhile: the index is built
+    with ``CREATE INDEX CONCURRENTLY`` (a rebuild under ``<name>_new``, then swapped in under the
+    same name in one short transaction, see :mod:`pglogic.store.indexes`), after repairing what
+    an interrupted index command left on the corpus (reported through ``note``). It needs a
+    connection outside a transaction. ``concurrently=False`` builds in the caller's
+    transaction (e.g. a migration's): writes wait for the build, searches wait only for the
+    final swap. With ``dsn`` and ``progress``, a second connection reports progress. Returns the
+    build time in seconds.
 
     Example:
         >>> build_embedding_index(conn, "news", model="sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
         2.7
     """
-    _check_hnsw(m, ef_construction)
+    indexes.check_hnsw(m, ef_construction)
     with conn.transaction():
         c = get_corpus(conn, name)
         e = _find(_rows(conn, c), c, model)
-        idx = index_name_for(c, e.column)
-        state = _index_valid(conn, idx)
-    params = Jsonb({"m": m, "ef_construction": ef_construction})
-    register = (
-        "UPDATE pglogic.embeddings SET index_name = %s, index_params = %s::jsonb WHERE id = %s"
-    )
-
-    def create(target: str, concurrent: bool) -> None:
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX {conc} {idx} ON {table} USING hnsw ({col} vector_cosine_ops)"
-                " WITH (m = {m}, ef_construction = {efc})"
-            ).format(
-                conc=sql.SQL("CONCURRENTLY") if concurrent else sql.SQL(""),
-                idx=sql.Identifier(target),
-                table=c.table,
-                col=sql.Identifier(e.column),
-                m=sql.Literal(m),
-                efc=sql.Literal(ef_construction),
-            )
-        )
-
-    stop = threading.Event()
-    poller = None
-    if progress is not None and dsn is not None:
-        poller = threading.Thread(
-            target=_poll_progress, args=(dsn, conn.info.backend_pid, progress, stop)
-        )
-        poller.start()
     started = time.perf_counter()
-    try:
+    with Progress(dsn, conn, progress):
         if not concurrently:
+            indexes.build_hnsw_in_transaction(
+                conn,
+                c,
+                emb_id=e.id,
+                column=e.column,
+                m=m,
+                ef_construction=ef_construction,
+                maintenance_work_mem=maintenance_work_mem,
+            )
             with conn.transaction():
-                conn.execute(
-                    "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
-                )
-                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(SCHEMA, idx)))
-                create(idx, False)
-                conn.execute(register, (idx, params, e.id))
                 conn.execute(sql.SQL("ANALYZE {}").format(c.table))
         else:
-            with _Autocommit(conn):
-                _build_concurrently(conn, c, idx, state, create, maintenance_work_mem)
-                conn.execute(register, (idx, params, e.id))
-                conn.execute(sql.SQL("ANALYZE {}").format(c.table))
-    finally:
-        stop.set()
-        if poller is not None:
-            poller.join()
-    return time.perf_counter() - started
-
-
-def _build_concurrently(
-    conn: Connection,
-    c: Corpus,
-    idx: str,
-    state: bool | None,
-    create: Callable[[str, bool], None],
-    maintenance_work_mem: str,
-) -> None:
-    def drop(index: str) -> None:
-        conn.execute(
-            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(SCHEMA, index))
-        )
-
-    old = conn.execute("SHOW maintenance_work_mem").fetchone()
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
-    try:
-        if state is False:  # left invalid by an interrupted concurrent build
-            drop(idx)
-        target = f"{idx}_new" if state else idx
-        drop(f"{idx}_new")
-        try:
-            create(target, True)
-        except BaseException:
-            try:  # a failed concurrent build leaves an invalid index behind
-                if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                    drop(target)
-            except Exception:
-                pass  # the next build drops it
-            raise
-        if target != idx:
-            drop(idx)
-            conn.execute(
-                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-                    sql.Identifier(SCHEMA, target), sql.Identifier(idx)
+            with Maintenance(conn, c, note=note, maintenance_work_mem=maintenance_work_mem):
+                indexes.repair(conn, c, note=note)
+                e = _find(_rows(conn, c), c, model)  # as of the lock
+                indexes.build_hnsw(
+                    conn, c, emb_id=e.id, column=e.column, m=m, ef_construction=ef_construction
                 )
-            )
-    finally:
-        if old is not None and not conn.closed:
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (old[0],))
+                conn.execute(sql.SQL("ANALYZE {}").format(c.table))
+    return time.perf_counter() - started
 
 
 def drop_embedding_index(
@@ -528,7 +430,7 @@ def drop_embedding_index(
     idx = sql.Identifier(SCHEMA, e.index_name or index_name_for(c, e.column))
     clear = "UPDATE pglogic.embeddings SET index_name = NULL, index_params = NULL WHERE id = %s"
     if concurrently:
-        with _Autocommit(conn):
+        with Maintenance(conn, c):
             conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(idx))
             conn.execute(clear, (e.id,))
     else:
@@ -543,25 +445,38 @@ def switch_embedding(
     *,
     model: str,
     lock_timeout: str | None = DEFAULT_LOCK_TIMEOUT,
+    note: Callable[[str], None] | None = None,
 ) -> EmbeddingInfo:
     """Make ``model`` the active embedding of corpus ``name``, atomically (one transaction).
 
     Refused while any document lacks a ``model`` vector or the column has no valid HNSW index.
     The check holds a SHARE lock on the corpus table (writes wait, searches do not), so no
     unembedded row can slip in between check and switch. Searches that resolve the corpus after
-    the commit use the new column; switching back is the same call with the old model.
+    the commit use the new column; switching back is the same call with the old model. A client
+    killed during the switch leaves the corpus as it was (the transaction never commits; its
+    backend notices the lost client within a second, even while waiting for the lock). Called
+    outside a transaction, it first repairs what an interrupted index command left on the corpus
+    (:func:`pglogic.store.indexes.repair`, each repair reported through ``note``), unless an index
+    command is running on it.
 
     Example:
         >>> switch_embedding(conn, "news", model="sentence-transformers/all-MiniLM-L6-v2").active  # doctest: +SKIP
         True
     """
     c = None
+    if conn.autocommit or conn.info.transaction_status == TransactionStatus.IDLE:
+        with conn.transaction():
+            c = get_corpus(conn, name)
+        with Maintenance(conn, c, wait=False) as held:
+            if held.locked:
+                indexes.repair(conn, c, note=note)
     try:
         with conn.transaction():
             c = get_corpus(conn, name)
             target = _find(_rows(conn, c, lock=True), c, model)
             if not target.active:
                 _set_lock_timeout(conn, lock_timeout)
+                _check_client(conn)
                 conn.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(c.table))
                 row = conn.execute(
                     sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(

@@ -1,8 +1,10 @@
-"""Corpora: create, look up, list, describe, drop, and build their HNSW index.
+"""Corpora: create, look up, list, describe, drop, and build their indexes.
 
 Each corpus has its own table ``pglogic.corpus_<id>`` (documents and their embedding column
 ``vector(dim)``) registered in ``pglogic.corpora`` and ``pglogic.embeddings``. All SQL is built
-with :mod:`psycopg.sql`.
+with :mod:`psycopg.sql`. Every corpus table has a GIN index on ``metadata`` (``jsonb_path_ops``,
+for ``@>`` filters) from its creation; :func:`build_index` builds its HNSW index without blocking
+searches (:mod:`pglogic.store.indexes`).
 
 Example:
     >>> with connect(dsn) as conn:  # doctest: +SKIP
@@ -20,14 +22,17 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
+from psycopg.pq import TransactionStatus
 
 from pglogic.engine.source import NAME_RE as NAME_RE
 from pglogic.engine.source import SCHEMA as SCHEMA
 from pglogic.engine.source import Corpus as Corpus
 from pglogic.engine.source import validate_name as validate_name
 from pglogic.errors import CorpusExists, InvalidInput, UnknownCorpus
+from pglogic.store import indexes
 from pglogic.store.db import Connection, require_schema
+from pglogic.store.indexes import IndexProgress as IndexProgress
+from pglogic.store.indexes import Maintenance, Progress, check_hnsw
 
 _SELECT = sql.SQL(
     "SELECT c.id, c.name, c.table_name, e.model, e.dim, e.distance, e.column_name, "
@@ -112,6 +117,11 @@ def create_corpus(
                 " SET (toast_tuple_target = 8160)"
             ).format(sql.Identifier(SCHEMA, table_name))
         )
+        # metadata filters (key=value, containment) compile to @>, which this index serves;
+        # built now, on an empty table, it costs nothing
+        conn.execute(
+            indexes.metadata_index_sql(_new_corpus(corpus_id, name, table_name), concurrently=False)
+        )
         reader = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'")
         if reader.fetchone() is not None:  # default privileges only cover the migrating role
             conn.execute(
@@ -125,6 +135,10 @@ def create_corpus(
             (corpus_id, model, dim, distance),
         )
     return get_corpus(conn, name)
+
+
+def _new_corpus(corpus_id: int, name: str, table_name: str) -> Corpus:
+    return Corpus(corpus_id, name, table_name, "", 0, "cosine", "embedding", None, None)
 
 
 @dataclass(frozen=True)
@@ -211,15 +225,6 @@ def drop_corpus(conn: Connection, name: str) -> None:
         conn.execute("DELETE FROM pglogic.corpora WHERE id = %s", (c.id,))
 
 
-@dataclass(frozen=True)
-class IndexProgress:
-    """A snapshot of ``pg_stat_progress_create_index`` while an index builds."""
-
-    phase: str
-    done: int
-    total: int
-
-
 #: HNSW build parameters. ef_construction is twice pgvector's default (64): at 1M vectors an
 #: index built with 64 found 0.87 of the true 10 nearest at ef_search = 100, one built with 128
 #: found 0.985 (bench/results/ef_sweep*.md); building costs more (1M: 438 s, scale.md).
@@ -236,89 +241,79 @@ def build_index(
     maintenance_work_mem: str = "1GB",
     progress: Callable[[IndexProgress], None] | None = None,
     dsn: str | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> float:
     """(Re)build the HNSW cosine index of corpus ``name``; return the build time in seconds.
 
-    The old index is dropped in the same transaction, so a failed build keeps it. With ``dsn``
-    and ``progress``, a second connection polls the build's progress.
+    Searches and ingests go on during the build: the index is built with ``CREATE INDEX
+    CONCURRENTLY`` (a rebuild beside the old one, then swapped in under the same name; see
+    :mod:`pglogic.store.indexes`). First it repairs what an interrupted index command left
+    (invalid indexes, an unfinished swap) and builds the metadata GIN index if the corpus has
+    none; each repair is reported through ``note``. Commits the connection's open transaction
+    first (the build runs in autocommit mode). With ``dsn`` and ``progress``, a second
+    connection polls the build's progress.
 
     Example:
         >>> build_index(conn, "news", m=16, ef_construction=128)  # doctest: +SKIP
         1.84
     """
-    if not 2 <= m <= 100:
-        raise InvalidInput(f"Invalid m={m}: pgvector accepts 2 to 100")
-    if not 4 <= ef_construction <= 1000 or ef_construction < 2 * m:
-        raise InvalidInput(
-            f"Invalid ef_construction={ef_construction}: must be 4 to 1000 and at least 2*m"
-        )
-    c = get_corpus(conn, name)
-    index_name = f"{c.table_name}_{c.column}_hnsw"
-    stop = threading.Event()
-    poller = None
-    if progress is not None and dsn is not None:
-        pid = conn.info.backend_pid
-        poller = threading.Thread(target=_poll_progress, args=(dsn, pid, progress, stop))
-        poller.start()
+    check_hnsw(m, ef_construction)
     started = time.perf_counter()
-    try:
-        with conn.transaction():
-            conn.execute(
-                "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
-            )
-            conn.execute(
-                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(SCHEMA, index_name))
-            )
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX {idx} ON {table} USING hnsw ({col} vector_cosine_ops)"
-                    " WITH (m = {m}, ef_construction = {efc})"
-                ).format(
-                    idx=sql.Identifier(index_name),
-                    table=c.table,
-                    col=c.embedding,
-                    m=sql.Literal(m),
-                    efc=sql.Literal(ef_construction),
-                )
-            )
-            conn.execute(
-                "UPDATE pglogic.embeddings SET index_name = %s, index_params = %s::jsonb"
-                " WHERE corpus_id = %s AND column_name = %s",
-                (
-                    index_name,
-                    Jsonb({"m": m, "ef_construction": ef_construction}),
-                    c.id,
-                    c.column,
-                ),
-            )
-    finally:
-        stop.set()
-        if poller is not None:
-            poller.join()
-    conn.execute(sql.SQL("ANALYZE {}").format(c.table))
-    conn.commit()
+    c = _for_maintenance(conn, name)
+    with (
+        Progress(dsn, conn, progress),
+        Maintenance(conn, c, note=note, maintenance_work_mem=maintenance_work_mem),
+    ):
+        c = get_corpus(conn, name)  # as of the lock: another command may have changed it
+        indexes.repair(conn, c, note=note)
+        indexes.ensure_metadata_index(conn, c, note=note)
+        emb = conn.execute(
+            "SELECT id FROM pglogic.embeddings WHERE corpus_id = %s AND is_active", (c.id,)
+        ).fetchone()
+        assert emb is not None
+        indexes.build_hnsw(
+            conn, c, emb_id=int(emb[0]), column=c.column, m=m, ef_construction=ef_construction
+        )
+        conn.execute(sql.SQL("ANALYZE {}").format(c.table))
     return time.perf_counter() - started
+
+
+def repair_indexes(
+    conn: Connection,
+    name: str,
+    *,
+    progress: Callable[[IndexProgress], None] | None = None,
+    dsn: str | None = None,
+    note: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Repair the indexes of corpus ``name`` without rebuilding a valid HNSW index.
+
+    Drops invalid indexes left by interrupted builds, finishes an interrupted swap, fixes the
+    registry, and builds the metadata GIN index if missing (concurrently). Returns what it did
+    (also reported through ``note``); an empty list when there was nothing to do.
+
+    Example:
+        >>> repair_indexes(conn, "news")  # doctest: +SKIP
+        []
+    """
+    c = _for_maintenance(conn, name)
+    with Progress(dsn, conn, progress), Maintenance(conn, c, note=note):
+        c = get_corpus(conn, name)
+        done = indexes.repair(conn, c, note=note)
+        if indexes.ensure_metadata_index(conn, c, note=note):
+            done.append(f"Built the metadata index {indexes.metadata_index_name(c)}")
+    return done
+
+
+def _for_maintenance(conn: Connection, name: str) -> Corpus:
+    c = get_corpus(conn, name)
+    if not conn.autocommit and conn.info.transaction_status == TransactionStatus.INTRANS:
+        conn.commit()
+    return c
 
 
 def _poll_progress(
     dsn: str, pid: int, report: Callable[[IndexProgress], None], stop: threading.Event
 ) -> None:
-    from pglogic.store.db import connect
-
-    try:
-        with connect(dsn, autocommit=True, vector=False) as watcher:
-            while not stop.wait(0.5):
-                row = watcher.execute(
-                    "SELECT phase, blocks_done, blocks_total, tuples_done, tuples_total"
-                    " FROM pg_stat_progress_create_index WHERE pid = %s",
-                    (pid,),
-                ).fetchone()
-                if row is None:
-                    continue
-                phase, bdone, btotal, tdone, ttotal = row
-                if ttotal:
-                    report(IndexProgress(str(phase), int(tdone), int(ttotal)))
-                else:
-                    report(IndexProgress(str(phase), int(bdone or 0), int(btotal or 0)))
-    except Exception:  # progress is cosmetic; never break the build
-        return
+    """Former name of :func:`pglogic.store.indexes.poll_progress`."""
+    indexes.poll_progress(dsn, pid, report, stop)
