@@ -249,7 +249,8 @@ def build_index(
     CONCURRENTLY`` (a rebuild beside the old one, then swapped in under the same name; see
     :mod:`pglogic.store.indexes`). First it repairs what an interrupted index command left
     (invalid indexes, an unfinished swap) and builds the metadata GIN index if the corpus has
-    none; each repair is reported through ``note``. Commits the connection's open transaction
+    none; each repair is reported through ``note``; after the build it merges the GIN index's
+    pending list and analyzes the table. Commits the connection's open transaction
     first (the build runs in autocommit mode). With ``dsn`` and ``progress``, a second
     connection polls the build's progress.
 
@@ -274,6 +275,7 @@ def build_index(
         indexes.build_hnsw(
             conn, c, emb_id=int(emb[0]), column=c.column, m=m, ef_construction=ef_construction
         )
+        indexes.clean_metadata_pending(conn, c)
         conn.execute(sql.SQL("ANALYZE {}").format(c.table))
     return time.perf_counter() - started
 

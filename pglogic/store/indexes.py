@@ -539,6 +539,21 @@ def ensure_metadata_index(conn: Connection, corpus: Corpus, *, note: Note | None
     return True
 
 
+def clean_metadata_pending(conn: Connection, corpus: Corpus) -> None:
+    """Merge the metadata GIN index's pending list (rows ingested since the last vacuum).
+
+    GIN defers its inserts to a pending list that every filtered search scans in full; an
+    ingest fills it faster than autovacuum empties it.
+
+    Example:
+        >>> clean_metadata_pending(conn, corpus)  # doctest: +SKIP
+    """
+    conn.execute(
+        "SELECT gin_clean_pending_list(to_regclass(%s))",
+        (f"{SCHEMA}.{metadata_index_name(corpus)}",),
+    )
+
+
 def invalid_indexes(conn: Connection, corpus: Corpus) -> list[str]:
     """Names of the invalid indexes on ``corpus``'s table (interrupted or running builds).
 
@@ -619,6 +634,7 @@ __all__ = [
     "build_hnsw",
     "build_hnsw_in_transaction",
     "check_hnsw",
+    "clean_metadata_pending",
     "ensure_metadata_index",
     "hnsw_name",
     "hnsw_params",
