@@ -26,7 +26,7 @@ from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import SearchOptions
 from pglogic.engine.filters import filters_sql, parse_filter
 from pglogic.store import admin
-from pglogic.store.corpus import build_index, create_corpus, get_corpus
+from pglogic.store.corpus import build_index, corpus_info, create_corpus, get_corpus
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
@@ -296,6 +296,7 @@ def test_kill_9_of_the_client_during_a_rebuild_leaves_a_state_the_next_command_r
     # the server notices the dead client and ends the build, although the writer still holds it
     wait_until(gone(dsn, pid), "the killed client's build ends")
     assert table_indexes(db)[f"{X}_new"] is False
+    assert corpus_info(db, "c").invalid_indexes == (f"{X}_new",)  # pglogic corpus show says so
     assert k_hits(db) == 5  # searches never noticed
     hold.rollback()
 

@@ -104,6 +104,14 @@ def corpus_show(ctx: click.Context, name: str) -> None:
         ("index params", json.dumps(i.index_params) if i.index_params else "-"),
         ("created", str(i.created_at)),
     ]
+    if i.invalid_indexes:
+        rows.append(
+            (
+                "invalid indexes",
+                f"{', '.join(i.invalid_indexes)} (a build interrupted or running; "
+                f"repair: pglogic index {i.name} --repair)",
+            )
+        )
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)

@@ -161,6 +161,8 @@ class CorpusInfo:
     index_name: str | None
     index_params: dict[str, Any] | None
     created_at: datetime | None
+    #: indexes left invalid by an interrupted build (``pglogic index CORPUS --repair`` drops them)
+    invalid_indexes: tuple[str, ...] = ()
 
 
 def corpus_info(conn: Connection, name: str) -> CorpusInfo:
@@ -185,6 +187,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
             "SELECT pg_relation_size(to_regclass(%s))", (f"{SCHEMA}.{c.index_name}",)
         ).fetchone()
         index_bytes = int(r[0] or 0) if r else 0
+    invalid = tuple(indexes.invalid_indexes(conn, c))
     conn.rollback()
     return CorpusInfo(
         c.name,
@@ -198,6 +201,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         c.index_name,
         c.index_params,
         row[3],
+        invalid,
     )
 
 
