@@ -26,7 +26,13 @@ from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import SearchOptions
 from pglogic.engine.filters import filters_sql, parse_filter
 from pglogic.store import admin
-from pglogic.store.corpus import build_index, corpus_info, create_corpus, get_corpus
+from pglogic.store.corpus import (
+    IndexProgress,
+    build_index,
+    corpus_info,
+    create_corpus,
+    get_corpus,
+)
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
@@ -182,12 +188,13 @@ def test_a_search_completes_while_a_rebuild_is_in_progress(
     setup_corpus(db, minilm)
     hold = writer()  # the rebuild will wait for this transaction: a build held open
     errors: list[BaseException] = []
+    seen: list[IndexProgress] = []
     with connect(dsn) as builder:
         pid = builder.info.backend_pid
 
         def rebuild() -> None:
             try:
-                build_index(builder, "c", m=8, ef_construction=32)
+                build_index(builder, "c", m=8, ef_construction=32, progress=seen.append, dsn=dsn)
             except BaseException as exc:
                 errors.append(exc)
 
@@ -209,6 +216,9 @@ def test_a_search_completes_while_a_rebuild_is_in_progress(
                 searcher.rollback()
             assert still_waiting(dsn, pid)  # the search ran while the rebuild was in progress
             assert any(X in str(r[0]) for r in plan)  # ... and used the old index
+            # the progress bar's source still reports the (concurrent) build
+            wait_until(lambda: seen, "progress is reported")
+            assert seen[-1].phase.startswith("waiting for writers")
         finally:
             hold.rollback()
             thread.join()
