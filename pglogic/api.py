@@ -12,7 +12,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,13 +31,15 @@ from pglogic.store import corpus as corpora
 from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo, IndexProgress
-from pglogic.store.db import Connection, connect
+from pglogic.store.db import Connection, configure, connect
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
 from pglogic.store.readers import FieldMap
 from pglogic.store.search import SearchResult, search, server_has_iterative_scan
 from pglogic.store.settings import Settings
 
-if TYPE_CHECKING:  # the LLM client and Alembic load when used: searches start fast
+if TYPE_CHECKING:  # the LLM client, Alembic and the pool load when used: searches start fast
+    from psycopg_pool import ConnectionPool
+
     from pglogic.llm.client import LLMConfig
     from pglogic.llm.rewrite import AskResult
 
@@ -47,15 +51,93 @@ class PgLogic:
     embedded server the schema is migrated automatically on first use; an external database must
     be migrated with :meth:`upgrade` (``pglogic db upgrade``).
 
+    Searches, compiles and corpus lookups run on a pool of up to ``pool_size`` connections
+    (:mod:`psycopg_pool`, opened on first use, each connection configured once), so one
+    ``PgLogic`` can serve many threads, and a query shape searched again runs as a prepared
+    statement on its connection; ``pool_timeout`` is how long (seconds) a search waits for a free
+    connection. Ingests, index builds and other long writes open their own connection. Close the
+    pool with :meth:`close` (or use the object as a context manager).
+
     Example:
         >>> pl = PgLogic("postgresql://app@db/search")  # doctest: +SKIP
         >>> pl.upgrade()  # doctest: +SKIP
+        >>> with PgLogic(pool_size=8) as pl:  # doctest: +SKIP
+        ...     pl.search("news", '"oil" AND NOT "gas"')
     """
 
-    def __init__(self, dsn: str | None = None, *, home: Path | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        home: Path | None = None,
+        pool_size: int = 4,
+        pool_timeout: float = 30.0,
+    ) -> None:
         self.settings = Settings(dsn=dsn) if home is None else Settings(dsn=dsn, home=home)
         self._dsn: str | None = None
         self._checked = False
+        if pool_size < 1:
+            raise ValueError(f"Invalid pool_size={pool_size}: must be at least 1")
+        self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
+        self._pool: ConnectionPool[Connection] | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> PgLogic:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool (if it was opened); the object can be used again after.
+
+        Example:
+            >>> PgLogic().close()
+        """
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    @contextlib.contextmanager
+    def pooled(self) -> Iterator[Connection]:
+        """A connection from the pool (schema checked), returned to it afterwards: committed
+        when the block succeeds, rolled back when it raises.
+
+        Example:
+            >>> with PgLogic().pooled() as conn:  # doctest: +SKIP
+            ...     conn.execute("SELECT 1")
+        """
+        pool = self._pool or self._open_pool()
+        with pool.connection(timeout=self.pool_timeout) as conn:
+            yield conn
+
+    def _open_pool(self) -> ConnectionPool[Connection]:
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
+        with self._lock:
+            if self._pool is None:
+                if not self._checked:
+                    self._ensure_schema()
+                pool: ConnectionPool[Connection] = ConnectionPool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs={"connect_timeout": 10},
+                    configure=configure,
+                    check=ConnectionPool.check_connection,  # a restarted server: reconnect
+                    name="pglogic",
+                    open=False,
+                )
+                try:
+                    pool.open(wait=True, timeout=min(30.0, self.pool_timeout))
+                except PoolTimeout:
+                    pool.close()
+                    connect(self.dsn).close()  # the readable reason (DatabaseUnavailable)
+                    raise
+                self._pool = pool
+            return self._pool
 
     @property
     def dsn(self) -> str:
@@ -137,7 +219,7 @@ class PgLogic:
             >>> PgLogic().corpus("news").model  # doctest: +SKIP
             'all-MiniLM-L6-v2'
         """
-        with self.connect() as conn:
+        with self.pooled() as conn:
             return corpora.get_corpus(conn, name)
 
     def list_corpora(self) -> list[CorpusInfo]:
@@ -147,7 +229,7 @@ class PgLogic:
             >>> [c.name for c in PgLogic().list_corpora()]  # doctest: +SKIP
             ['news']
         """
-        with self.connect() as conn:
+        with self.pooled() as conn:
             return corpora.list_corpora(conn)
 
     def corpus_info(self, name: str) -> CorpusInfo:
@@ -157,7 +239,7 @@ class PgLogic:
             >>> PgLogic().corpus_info("news").documents  # doctest: +SKIP
             10789
         """
-        with self.connect() as conn:
+        with self.pooled() as conn:
             return corpora.corpus_info(conn, name)
 
     def drop_corpus(self, name: str) -> None:
@@ -254,6 +336,7 @@ class PgLogic:
         rerank_depth: int | None = None,
         seed: int = 0,
         remember_terms: bool = True,
+        timeout: float | None = None,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -263,6 +346,8 @@ class PgLogic:
         With ``remember_terms`` the terms it had to embed are cached then (the table holds the
         terms users searched, which ``pglogic calibrate --from-corpus`` fits on), so searching
         them again loads no model; a role that cannot write the table just skips that.
+        ``timeout`` (seconds) cancels the statement on the server when it runs longer
+        (:class:`~pglogic.errors.SearchTimeout`). Safe to call from many threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -282,8 +367,9 @@ class PgLogic:
             question=question,
             rerank_depth=rerank_depth,
             seed=seed,
+            timeout=timeout,
         )
-        with self.connect() as conn:
+        with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()
             return search(
@@ -341,7 +427,7 @@ class PgLogic:
         Example:
             >>> print(PgLogic().compile("news", '"a" AND "b"', SearchOptions()).as_string())  # doctest: +SKIP
         """
-        with self.connect() as conn:
+        with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)
             iterative = server_has_iterative_scan(conn)
             options = replace(options, truth=resolve_stored_truth(conn, c, options.truth))

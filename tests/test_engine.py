@@ -41,6 +41,7 @@ from pglogic.errors import InvalidInput, PglogicError, QueryError
 from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
 from pglogic.store.corpus import build_index, create_corpus
 from pglogic.store.db import connect
+from pglogic.store.indexes import metadata_index_name
 from pglogic.store.ingest import ingest_path, ingest_records
 from pglogic.store.readers import FieldMap, Record
 from pglogic.store.search import Hit, cached_filter_estimate, estimate_selectivity, execute, search
@@ -162,7 +163,7 @@ def test_compile_golden_file_covers_the_issue() -> None:
     assert any("godel" in (c.options or "") for c in GOLDEN_CASES)
     assert any('"exact": true' in (c.options or "") for c in GOLDEN_CASES)
     assert any("where" in (c.options or "") for c in GOLDEN_CASES)
-    assert any(o.startswith("SET LOCAL hnsw.ef_search") for o in outputs)
+    assert any("SET LOCAL hnsw.ef_search" in o for o in outputs)
     assert any("SET LOCAL hnsw.iterative_scan = relaxed_order;" in o for o in outputs)
     assert any(o.startswith("ERROR: QueryError") for o in outputs)
 
@@ -582,7 +583,8 @@ def test_negated_only_query_needs_exact(query: str) -> None:
         compile_query(parse(query), GOLDEN_CORPUS)
     assert str(info.value) == NEGATED_ONLY_MESSAGE
     compiled = compile_query(parse(query), GOLDEN_CORPUS, SearchOptions(exact=True))
-    assert compiled.candidate_terms == [] and compiled.settings == {}
+    assert compiled.candidate_terms == []
+    assert compiled.settings == {"plan_cache_mode": "force_custom_plan"}  # no hnsw settings
 
 
 @db
@@ -888,9 +890,14 @@ def filter_records() -> list[Record]:
 
 @pytest.fixture(scope="module")
 def filtered(engine_conn: psycopg.Connection[Any]) -> Corpus:
+    """2,000 documents, HNSW-indexed, without the metadata GIN index: these tests are about
+    filtered HNSW scans, which the planner would skip for the GIN index on a table this small."""
     corpus = create_corpus(engine_conn, "filtered", model="hand", dim=4)
     ingest_records(engine_conn, corpus, filter_records(), embedder=None)
     build_index(engine_conn, "filtered")
+    engine_conn.execute(
+        sql.SQL("DROP INDEX {}").format(sql.Identifier("pglogic", metadata_index_name(corpus)))
+    )
     return corpus
 
 
@@ -943,21 +950,26 @@ def test_filtered_query_returns_k_matching_rows(
 # ef_search tuples and the filter is applied to those.
 
 
+def hnsw(settings: dict[str, str]) -> dict[str, str]:
+    """The hnsw.* settings (every statement also carries plan_cache_mode)."""
+    return {k: v for k, v in settings.items() if k.startswith("hnsw.")}
+
+
 def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     half = SearchOptions(k=10, filters=(parse_filter("site=cooking"),))
     corpus = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
     itlr = dataclasses.replace(half, operators="itlr")  # or=sum: term scans + the guide
     new = compile_query(parse('"A" OR "B"'), corpus, itlr)
     # ef_search covers the guide's scan (200 rows); each term's scan takes depth = 142
-    assert new.settings == {"hnsw.ef_search": "200", "hnsw.iterative_scan": "relaxed_order"}
+    assert hnsw(new.settings) == {"hnsw.ef_search": "200", "hnsw.iterative_scan": "relaxed_order"}
     assert new.params["depth"] == 142 and new.params["gdepth"] == 200
     old = compile_query(
         parse('"A" OR "B"'), corpus, itlr, server_has_iterative_scan=False, filter_selectivity=0.5
     )
-    assert old.settings == {"hnsw.ef_search": "284"}  # depth 142 / 0.5
+    assert hnsw(old.settings) == {"hnsw.ef_search": "284"}  # depth 142 / 0.5
     # OR under max: each term's top k at a single-term query's ef_search (100 for k = 10)
     union = compile_query(parse('"A" OR "B"'), corpus, half)
-    assert union.settings == {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order"}
+    assert hnsw(union.settings) == {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order"}
     assert union.params["depth"] == 10 and "gdepth" not in union.params
     union_old = compile_query(
         parse('"A" OR "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
@@ -965,18 +977,21 @@ def test_overfetch_sizes_ef_search_from_the_selectivity() -> None:
     single_old = compile_query(
         parse('"A"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
     )
-    assert union_old.settings == single_old.settings == {"hnsw.ef_search": "200"}  # 100 / 0.5
+    assert (
+        hnsw(union_old.settings) == hnsw(single_old.settings) == {"hnsw.ef_search": "200"}
+    )  # 100 / 0.5
     # AND: the guide's scan alone, 400 rows, so 800 tuples at selectivity 0.5
     both = compile_query(
         parse('"A" AND "B"'), corpus, half, server_has_iterative_scan=False, filter_selectivity=0.5
     )
-    assert both.settings == {"hnsw.ef_search": "800"} and both.params["gdepth"] == 400
+    assert hnsw(both.settings) == {"hnsw.ef_search": "800"} and both.params["gdepth"] == 400
     rare = compile_query(parse('"A"'), corpus, half, server_has_iterative_scan=False)
-    assert rare.settings == {"hnsw.ef_search": "1000"}  # selectivity unknown: the maximum
+    assert hnsw(rare.settings) == {"hnsw.ef_search": "1000"}  # selectivity unknown: the maximum
     given = dataclasses.replace(half, ef_search=64)  # an explicit ef_search is kept
-    assert compile_query(
+    kept = compile_query(
         parse('"A"'), corpus, given, server_has_iterative_scan=False, filter_selectivity=0.01
-    ).settings == {"hnsw.ef_search": "64"}
+    )
+    assert hnsw(kept.settings) == {"hnsw.ef_search": "64"}
 
 
 def test_guide_only_depth_follows_the_filters_selectivity() -> None:
@@ -1041,8 +1056,8 @@ def test_overfetch_returns_k_rows_without_iterative_scans(
         index_conn, filtered, '"A"', embedder=emb,
         options=SearchOptions(k=10, filters=half, iterative_scan=False, depth=100),
     )  # fmt: skip
-    assert res.compiled.settings == {"hnsw.ef_search": "200"}  # depth 100 / 0.5
-    assert "database_overfetch" not in res.timings
+    assert hnsw(res.compiled.settings) == {"hnsw.ef_search": "200"}  # depth 100 / 0.5
+    assert "database_approximate" not in res.timings
     exact = run_hand(index_conn, filtered, '"A"', k=10, filters=list(half), exact=True)
     assert [h.id for h in res.hits] == [h.id for h in exact]
     # 5%, far from A: even 1000 over-fetched rows hold no match, so it falls back to exact
@@ -1051,7 +1066,7 @@ def test_overfetch_returns_k_rows_without_iterative_scans(
         index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
         options=SearchOptions(k=10, filters=rare, iterative_scan=False, depth=100),
     )  # fmt: skip
-    assert "database_overfetch" in res.timings
+    assert "database_approximate" in res.timings
     exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
     assert len(res.hits) == 10
     assert [h.id for h in res.hits] == [h.id for h in exact]
@@ -1319,7 +1334,10 @@ def test_settings_do_not_outlive_execute(index_conn: psycopg.Connection[Any], ha
     compiled = compile_query(
         parse('"A"'), hand, SearchOptions(ef_search=77, filters=(parse_filter("n>=0"),))
     )
-    assert compiled.settings == {"hnsw.ef_search": "77", "hnsw.iterative_scan": "relaxed_order"}
+    assert hnsw(compiled.settings) == {
+        "hnsw.ef_search": "77",
+        "hnsw.iterative_scan": "relaxed_order",
+    }
     assert execute(index_conn, compiled, HAND_TERMS)
     assert index_conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone() == default
     row = index_conn.execute("SELECT current_setting('hnsw.iterative_scan')").fetchone()
@@ -1485,8 +1503,9 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "SET LOCAL hnsw.ef_search = 400;"  # the guide's scan takes 400 rows
-    assert lines[1].startswith('WITH "g" AS MATERIALIZED (SELECT ')
-    assert '"pglogic"."corpus_0"' in lines[1]
+    assert lines[1] == "SET LOCAL plan_cache_mode = force_custom_plan;"  # never a generic plan
+    assert lines[2].startswith('WITH "g" AS MATERIALIZED (SELECT ')
+    assert '"pglogic"."corpus_0"' in lines[2]
     assert proc.stdout.count("MATERIALIZED") == 1  # the guide's scan alone suffices for AND NOT
     assert 'ORDER BY score DESC, "id" LIMIT %(k)s) top' in proc.stdout  # top k, then columns
     assert lines[-2] == 'ORDER BY top.score DESC, top."id";'
@@ -1510,7 +1529,7 @@ def test_cli_compile_prints_settings_and_statement() -> None:
     assert terms_only.returncode == 0 and terms_only.stdout.count("MATERIALIZED") == 1
     exact = run_cli("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
     assert exact.returncode == 0, exact.stderr
-    assert "SET LOCAL" not in exact.stdout and "MATERIALIZED" not in exact.stdout
+    assert "SET LOCAL hnsw" not in exact.stdout and "MATERIALIZED" not in exact.stdout
     assert '"f0": 1990' in exact.stdout
 
 

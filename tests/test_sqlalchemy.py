@@ -23,6 +23,7 @@ from sqlalchemy.orm import (
 
 from pglogic import PgLogic
 from pglogic.engine.operators import evaluate_numpy, resolve_family
+from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, execute_async, logical_search, url_from_dsn
 from pglogic.query import parse
 
@@ -136,6 +137,38 @@ def test_orm_select_ranks_like_the_reference(engine_url: str, minilm: Any) -> No
     assert score == pytest.approx(max(0, min(1, sim_coffee)) * (1 - max(0, min(1, sim_tea))))
     assert [r[0].id for r in rows] == _expected(engine_url, q, minilm)[:5]
     assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
+
+
+def test_settings_hold_for_the_search_only(engine_url: str, minilm: Any) -> None:
+    """The rest of the caller's transaction keeps its own settings (old code left the search's
+    SET LOCAL hnsw.ef_search in force until commit)."""
+    stmt = logical_search(Article, Article.embedding, '"coffee" AND "tea"', k=3, embedder=minilm)
+    assert stmt.pglogic_compiled().settings["hnsw.ef_search"] != "77"
+    engine = create_engine(engine_url)
+    with Session(engine) as s, s.begin():
+        s.execute(text("SELECT '[1]'::vector"))  # pgvector loaded: its settings exist
+        s.execute(text("SET LOCAL hnsw.ef_search = 77"))
+        before = s.execute(text("SHOW plan_cache_mode")).scalar()
+        assert len(execute(s, stmt)) == 3
+        assert s.execute(text("SHOW hnsw.ef_search")).scalar() == "77"
+        assert s.execute(text("SHOW plan_cache_mode")).scalar() == before
+        assert s.execute(text("SHOW hnsw.iterative_scan")).scalar() == "off"
+    with Session(engine) as s, s.begin():  # a fresh session: pgvector's settings not yet defined
+        assert len(execute(s, stmt)) == 3
+        assert s.execute(text("SHOW hnsw.ef_search")).scalar() == "40"
+    engine.dispose()
+
+
+def test_plain_execution_is_refused(engine_url: str, minilm: Any) -> None:
+    """session.execute(stmt) would scan at the session's ef_search: refused with a clear error."""
+    stmt = logical_search(Article, Article.embedding, '"coffee"', k=3, embedder=minilm)
+    engine = create_engine(engine_url)
+    want = r"use pglogic\.integrations\.sqlalchemy\.execute"
+    with Session(engine) as s, s.begin(), pytest.raises(InvalidInput, match=want):
+        s.execute(stmt)
+    with engine.connect() as c, pytest.raises(InvalidInput, match="must run with its settings"):
+        c.execute(stmt)
+    engine.dispose()
 
 
 def test_user_filter_goes_inside_the_candidate_ctes(engine_url: str, minilm: Any) -> None:

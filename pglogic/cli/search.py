@@ -40,6 +40,7 @@ def _search_options(
     rerank_depth: int | None = None,
     seed: int = 0,
     term_scans: bool | None = None,
+    timeout: float | None = None,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -58,6 +59,7 @@ def _search_options(
         rerank_depth=rerank_depth,
         seed=seed,
         term_scans=term_scans,
+        timeout=timeout,
     )
 
 
@@ -118,6 +120,13 @@ def search_options(f: Any) -> Any:
         click.option(
             "--seed", type=int, default=0, show_default=True, help="Seed of the SQO ascent."
         ),
+        click.option(
+            "--timeout",
+            type=float,
+            metavar="SECONDS",
+            help="Cancel the statement on the server after this long (statement_timeout); "
+            "exit code 4.",
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -133,6 +142,7 @@ def search_options(f: Any) -> Any:
         'pglogic search news \'"grain" AND NOT "wheat"\' --mode nsfl-rerank --rerank-depth 500',
         'pglogic search news \'"oil" AND "opec"\' --mode sqo',
         'pglogic search news \'"oil" AND "opec"\' --term-scans   # a scan per term + the guide',
+        'pglogic search news \'"oil" AND NOT "gas"\' --exact --timeout 2   # give up after 2 s',
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -158,6 +168,7 @@ def search(
     question: str | None,
     rerank_depth: int | None,
     seed: int,
+    timeout: float | None,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -167,7 +178,9 @@ def search(
     terms and their fused texts (nsfl, nsfl-rerank), or spherical query optimisation (sqo,
     sqo-rerank). --explain shows every scored text's similarity.
     """
-    opts = _search_options(k, operators, truth, exact, depth, ef_search, where, guide)
+    opts = _search_options(
+        k, operators, truth, exact, depth, ef_search, where, guide, timeout=timeout
+    )
     api = ui.api(ctx)
     result = api.search(
         corpus_name,
@@ -185,6 +198,7 @@ def search(
         question=question,
         rerank_depth=rerank_depth,
         seed=seed,
+        timeout=opts.timeout,
     )
     if as_json:
         for h in result.hits:
@@ -250,6 +264,7 @@ def compile_cmd(
     question: str | None,
     rerank_depth: int | None,
     seed: int,
+    timeout: float | None,
     style: str,
     vectors_mode: str,
 ) -> None:
@@ -275,6 +290,7 @@ def compile_cmd(
         rerank_depth,
         seed,
         term_scans,
+        timeout,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:

@@ -404,7 +404,25 @@ def _compile(
     src = target if isinstance(target, Source) else Source.for_corpus(target)
     _check_options(opts)
     parts = _parts(tree, src, opts, extra_where, param_prefix)
+    compiled = _plan(tree, opts, parts, server_has_iterative_scan, extra_where, filter_selectivity)
+    # A statement run often is prepared (psycopg, after 5 runs), and after 5 executions of a
+    # prepared statement PostgreSQL may switch to a generic plan, which knows neither k, the
+    # depths nor the filter values: its plans sort whole tables instead of scanning the HNSW
+    # index (tests/test_pool.py shows it). Every run is planned for its own values instead.
+    parts.settings["plan_cache_mode"] = "force_custom_plan"
     parts.settings.update(_timeout_setting(opts))
+    return compiled
+
+
+def _plan(
+    tree: Node,
+    opts: SearchOptions,
+    parts: _Parts,
+    server_has_iterative_scan: bool,
+    extra_where: sql.Composable | None,
+    filter_selectivity: float | None,
+) -> CompiledQuery:
+    """The statement of the plan: the exact scan, a k-NN scan or the candidates."""
     if opts.exact:
         return _exact_statement(parts)
     if not positive_terms(tree) and not (parts.nsfl or parts.sqo):

@@ -9,7 +9,10 @@ conditions on other (joined) tables filter the ranked rows afterwards. Joins and
 work as on any select. Term vectors are bound parameters; nothing of the query text becomes SQL.
 
 Run it with :func:`execute` (or ``await`` :func:`execute_async`), which applies the statement's
-``SET LOCAL`` settings (``hnsw.ef_search``, iterative scans) in the same transaction.
+``SET LOCAL`` settings (``hnsw.ef_search``, iterative scans) in the same transaction for that
+statement only (the values before it are put back). A plain ``session.execute(stmt)`` raises
+:class:`~pglogic.errors.InvalidInput` instead of silently scanning at the session's
+``ef_search``.
 
 Example:
     >>> stmt = logical_search(Article, Article.embedding, '"coffee" AND NOT "tea"', k=5,
@@ -22,14 +25,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pgvector.sqlalchemy import Vector
 from psycopg import sql as psql
-from sqlalchemy import Column, Float, Table, bindparam, column, inspect, text
-from sqlalchemy.engine import URL, Row
+from sqlalchemy import Column, Float, Table, bindparam, column, event, inspect, text
+from sqlalchemy.engine import URL, Engine, Row
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
@@ -245,20 +249,75 @@ def _resolve(entity: Any, embedding: Any) -> tuple[Table, Column[Any], Column[An
     return table, pk[0], emb_col
 
 
-def _settings(stmt: LogicalSelect) -> list[Any]:
-    """The search's settings as ``SET LOCAL`` statements (what Citus propagates to shards)."""
-    return [text(s.as_string(None)) for s in set_local(stmt.pglogic_compiled().settings)]
+def _settings(stmt: LogicalSelect) -> dict[str, str]:
+    return stmt.pglogic_compiled().settings
+
+
+def _save(settings: Mapping[str, str]) -> tuple[TextClause, dict[str, str]]:
+    """One SELECT of the settings' current values (NULL where not defined yet)."""
+    cols = ", ".join(f"current_setting(:pglogic_n{i}, true)" for i in range(len(settings)))
+    return text("SELECT " + cols), {f"pglogic_n{i}": n for i, n in enumerate(settings)}
+
+
+def _set(settings: Mapping[str, str]) -> list[TextClause]:
+    """``SET LOCAL`` statements (what Citus propagates to shards)."""
+    return [text(stmt.as_string(None)) for stmt in set_local(settings)]
+
+
+def _restore(names: Sequence[str], old: Sequence[Any]) -> list[TextClause]:
+    """Statements that put the settings back: their old values, or the default where the setting
+    did not exist before the search (pgvector's, before the extension was loaded)."""
+    back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
+    out = _set(back)
+    for name in names:
+        if name not in back:
+            ident = psql.Identifier(*name.split("."))
+            out.append(text(psql.SQL("RESET {}").format(ident).as_string(None)))
+    return out
+
+
+_EXECUTING: ContextVar[bool] = ContextVar("pglogic_executing", default=False)
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _refuse_plain_execution(
+    conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+) -> None:
+    """A pglogic search run without its settings would scan at ``hnsw.ef_search = 40`` (or
+    whatever the session has): wrong depth, silently lower recall. Refuse it loudly."""
+    compiled = getattr(context, "compiled", None)
+    if isinstance(getattr(compiled, "statement", None), LogicalSelect) and not _EXECUTING.get():
+        raise InvalidInput(
+            "A pglogic search must run with its settings (hnsw.ef_search, iterative scans): use "
+            "pglogic.integrations.sqlalchemy.execute(session, stmt) (or execute_async), not "
+            "session.execute(stmt)"
+        )
 
 
 def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
-    """Apply the search's ``SET LOCAL`` settings, run it, return all rows (same transaction).
+    """Run a search with its settings and return all rows, in the session's transaction.
+
+    The settings (``SET LOCAL hnsw.ef_search`` ...) hold for this statement only: their values
+    before it are read first and put back after it, so the rest of the caller's transaction runs
+    as it would have. Executing the statement any other way raises
+    :class:`~pglogic.errors.InvalidInput` (it would scan at the session's ``ef_search``).
 
     Example:
         >>> rows = execute(session, stmt)  # doctest: +SKIP
     """
-    for setting in _settings(stmt):
+    settings = _settings(stmt)
+    query, params = _save(settings)
+    old = session.execute(query, params).one()
+    for setting in _set(settings):
         session.execute(setting)
-    return list(session.execute(stmt).all())
+    token = _EXECUTING.set(True)
+    try:
+        rows = list(session.execute(stmt).all())
+    finally:
+        _EXECUTING.reset(token)
+    for restore in _restore(list(settings), old):
+        session.execute(restore)
+    return rows
 
 
 async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[Any]]:
@@ -267,9 +326,19 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     Example:
         >>> rows = await execute_async(session, stmt)  # doctest: +SKIP
     """
-    for setting in _settings(stmt):
+    settings = _settings(stmt)
+    query, params = _save(settings)
+    old = (await session.execute(query, params)).one()
+    for setting in _set(settings):
         await session.execute(setting)
-    return list((await session.execute(stmt)).all())
+    token = _EXECUTING.set(True)
+    try:
+        rows = list((await session.execute(stmt)).all())
+    finally:
+        _EXECUTING.reset(token)
+    for restore in _restore(list(settings), old):
+        await session.execute(restore)
+    return rows
 
 
 def url_from_dsn(dsn: str, *, async_: bool = False) -> URL:

@@ -49,12 +49,24 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> Conne
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"Invalid DSN {redact(dsn)!r}: {exc}") from exc
     if vector:
-        row = conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone()
-        if not autocommit:
-            conn.rollback()
-        if row is not None:
-            register_vector(conn)
+        configure(conn)
     return conn
+
+
+def configure(conn: Connection) -> None:
+    """Register pgvector's types on ``conn`` when the extension exists; leave it idle.
+
+    :func:`connect` calls it on every new connection, and :class:`pglogic.PgLogic`'s pool once
+    per pooled connection (not once per query).
+
+    Example:
+        >>> configure(conn)  # doctest: +SKIP
+    """
+    row = conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone()
+    if not conn.autocommit:
+        conn.rollback()
+    if row is not None:
+        register_vector(conn)
 
 
 def vector_version(conn: Connection) -> str | None:

@@ -15,12 +15,14 @@ Example:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
@@ -35,7 +37,7 @@ from pglogic.engine.compile import (
 from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.source import SCHEMA, Corpus
-from pglogic.errors import EmbeddingError
+from pglogic.errors import EmbeddingError, SearchTimeout
 from pglogic.query import Node, positive_terms, to_tree
 from pglogic.query import terms as tree_terms
 from pglogic.store.calibration_store import resolve_stored_truth
@@ -108,17 +110,26 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
         calls = ", ".join(["current_setting(%s, true)"] * len(names))
         old = conn.execute("SELECT " + calls, names).fetchone()
     # One round trip for BEGIN, the SET LOCALs and the statement (pipeline mode).
-    with conn.pipeline(), conn.transaction():
-        for stmt in set_local(compiled.settings):
-            conn.execute(stmt)
-        rows = conn.execute(compiled.text, params).fetchall()  # rendered once per shape
-        if old is not None:
-            back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
-            for stmt in set_local(back):
+    try:
+        with conn.pipeline(), conn.transaction():
+            for stmt in set_local(compiled.settings):
                 conn.execute(stmt)
-            for name in names:
-                if name not in back:  # not set before (pgvector not loaded yet): the default
-                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(*name.split("."))))
+            rows = conn.execute(compiled.text, params).fetchall()  # rendered once per shape
+            if old is not None:
+                back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
+                for stmt in set_local(back):
+                    conn.execute(stmt)
+                for name in names:
+                    if name not in back:  # not set before (pgvector not loaded yet): the default
+                        conn.execute(sql.SQL("RESET {}").format(sql.Identifier(*name.split("."))))
+    except psycopg.errors.QueryCanceled as exc:
+        limit = compiled.settings.get("statement_timeout")
+        if limit is not None and "statement timeout" in str(exc):
+            raise SearchTimeout(
+                f"The search was cancelled after its timeout of {int(limit) / 1000:g} s "
+                "(statement_timeout); raise --timeout, add a filter or lower k or depth"
+            ) from None
+        raise
     n = len(compiled.terms)
     return [
         Hit(
@@ -177,7 +188,6 @@ def search(
             and prefer_exact(matches, opts.k, n_cand, plan=plan, selectivity=selectivity)
         ):
             opts = replace(opts, exact=True)  # so few rows pass: scoring them all is cheaper
-    overfetch = bool(opts.filters) and not iterative and not opts.exact
     compiled = compile_query(
         tree, corpus, opts, server_has_iterative_scan=iterative, filter_selectivity=selectivity
     )
@@ -204,10 +214,12 @@ def search(
         query_terms = set(tree_terms(tree))
         remember_term_vectors(conn, corpus, {t: found[t] for t in missing if t in query_terms})
     timings = {"compile": t1 - t0, "embed": t2 - t1}
-    if overfetch and len(hits) < opts.k:
-        # The over-fetched index scans found too few rows that pass the filter: score every
-        # matching row instead (correct, and cheap when the filter is that selective).
-        timings["database_overfetch"] = time.perf_counter() - t2
+    if not opts.exact and len(hits) < opts.k:
+        # The index scans found fewer than k rows: under a rare filter an iterative scan stops
+        # at hnsw.max_scan_tuples, an over-fetch (pgvector < 0.8) at ef_search rows, and a
+        # corpus may hold fewer than k documents. Score every (matching) row instead: k rows
+        # come back whenever k match, and it is cheap when so few do.
+        timings["database_approximate"] = time.perf_counter() - t2
         compiled = compile_query(tree, corpus, replace(opts, exact=True))
         hits = execute(conn, compiled, vectors)
     timings["database"] = time.perf_counter() - t2
@@ -232,6 +244,7 @@ def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Fil
 FILTER_ESTIMATE_TTL = 60.0
 FILTER_ESTIMATE_CACHE_SIZE = 1024
 _ESTIMATES: OrderedDict[tuple[Any, ...], tuple[float, tuple[float, float]]] = OrderedDict()
+_ESTIMATES_LOCK = threading.Lock()  # searches run in threads (PgLogic's pool)
 
 
 def cached_filter_estimate(
@@ -254,15 +267,17 @@ def cached_filter_estimate(
     key = (conn.info.host, conn.info.port, conn.info.dbname, corpus.table_name,
            where.as_string(None), json.dumps(params, sort_keys=True, default=str))  # fmt: skip
     now = time.monotonic()
-    hit = _ESTIMATES.get(key)
-    if hit is not None and now - hit[0] <= max_age:
+    with _ESTIMATES_LOCK:
+        hit = _ESTIMATES.get(key)
+        if hit is not None and now - hit[0] <= max_age:
+            _ESTIMATES.move_to_end(key)
+            return hit[1]
+    estimate = estimate_filter(conn, corpus, filters)  # (two threads may both estimate: fine)
+    with _ESTIMATES_LOCK:
+        _ESTIMATES[key] = (now, estimate)
         _ESTIMATES.move_to_end(key)
-        return hit[1]
-    estimate = estimate_filter(conn, corpus, filters)
-    _ESTIMATES[key] = (now, estimate)
-    _ESTIMATES.move_to_end(key)
-    if len(_ESTIMATES) > FILTER_ESTIMATE_CACHE_SIZE:
-        _ESTIMATES.popitem(last=False)
+        if len(_ESTIMATES) > FILTER_ESTIMATE_CACHE_SIZE:
+            _ESTIMATES.popitem(last=False)
     return estimate
 
 
