@@ -262,7 +262,7 @@ def test_sql_sources_are_the_files_of_sql() -> None:
 
 def test_head_installs_the_functions_of_sql(dsn: str, sql_only_dsn: str) -> None:
     migrated = functions(dsn)
-    assert len(migrated) == 25
+    assert len(migrated) == 39
     assert migrated == functions(sql_only_dsn)
 
 
@@ -375,6 +375,7 @@ def test_the_wheel_ships_migrations_and_sql(wheel: Path) -> None:
             "pglogic/migrations/versions/0002_sql_functions.py",
             "pglogic/migrations/versions/0003_default_operators.py",
             "pglogic/migrations/versions/0004_calibration.py",
+            "pglogic/migrations/versions/0005_search_plans.py",
             "pglogic/sql/operators.sql",
             "pglogic/sql/search.sql",
             "pglogic/sql/reader.sql",

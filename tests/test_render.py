@@ -172,8 +172,12 @@ def test_json_tree_and_search_json() -> None:
         "exact": True,
         "truth": "clamp",
     }
-    with pytest.raises(InvalidInput, match="no metadata filters"):
-        search_json(tree, SearchOptions(filters=(parse_filter("a=1"),)))
+    filtered = search_json(tree, SearchOptions(filters=(parse_filter("a=1"),)))
+    assert filtered["filters"] == [{"key": "a", "op": "=", "value": 1}]
+    with pytest.raises(InvalidInput, match="fuzzy mode only"):
+        search_json(tree, SearchOptions(mode="nsfl"))
+    with pytest.raises(InvalidInput, match="takes no timeout"):
+        search_json(tree, SearchOptions(timeout=1.0))
 
 
 # -- against the database --------------------------------------------------------------------------

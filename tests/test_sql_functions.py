@@ -1,14 +1,21 @@
-"""The SQL functions of migrations 0002-0004: fuzzy operators, pglogic.search, the term cache.
+"""The SQL functions of migrations 0002-0005: fuzzy operators, pglogic.search, the term cache.
 
 The operators are checked against their NumPy faces on a grid; ``pglogic.search`` is checked
-against the Python path (``pglogic.store.search.search``) on 200 real Reuters documents embedded with
-all-MiniLM-L6-v2: same ids in the same order, scores and similarities to 1e-9.
+against the Python path (``pglogic.store.search.search``) on 200 real Reuters documents embedded
+with all-MiniLM-L6-v2, at default options (guide scan, guide-only and union plans) and others,
+filters included: same ids in the same order, scores and similarities to 1e-9. The statement
+``pglogic.search_plan`` shows is the compiler's, text for text, for every query shape and plan
+(a 20,000-row synthetic corpus gives the filtered plans); the planning heuristics, the guide
+vector and the filters' SQL are compared one by one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +28,8 @@ from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.filters import Comparison, filters_sql, parse_filter
+from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import (
     AND_OPS,
     NOT_OPS,
@@ -29,10 +38,19 @@ from pglogic.engine.operators import (
     resolve_family,
     resolve_truth,
 )
-from pglogic.engine.render import json_tree, search_json
+from pglogic.engine.plans import (
+    default_depth,
+    guide_depth,
+    guide_only_depth,
+    guide_suffices,
+    prefer_exact,
+    union_plan,
+    union_suffices,
+)
+from pglogic.engine.render import filter_json, function_statement, json_tree, search_json
 from pglogic.errors import PglogicError
 from pglogic.eval.calibrate import Calibration
-from pglogic.query import parse, to_tree
+from pglogic.query import parse, positive_terms, terms, to_tree
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.calibration_store import (
@@ -40,11 +58,11 @@ from pglogic.store.calibration_store import (
     resolve_stored_truth,
     save_calibration,
 )
-from pglogic.store.corpus import get_corpus
+from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
-from pglogic.store.search import Hit, search
+from pglogic.store.search import Hit, estimate_filter, search
 from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
-from tests.conftest import Server, reuters_database
+from tests.conftest import TEMPLATE_DB, Server, reuters_database
 
 pytestmark = pytest.mark.db
 
@@ -74,8 +92,22 @@ class FixedEmbedder:
 
 @pytest.fixture(scope="module")
 def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]:
-    """A database with corpus 'news': 200 Reuters documents, HNSW index."""
-    yield from reuters_database(pg_server, "t_sqlfn", 200)
+    """A database with corpus 'news': 200 Reuters documents, HNSW index; their metadata also
+    holds a number n, a numeric string ns and a number or a string x, for the filters."""
+    for dsn in reuters_database(pg_server, "t_sqlfn", 200):
+        with connect(dsn) as c:
+            table = get_corpus(c, "news").table
+            c.execute(
+                sql.SQL(
+                    "UPDATE {} SET metadata = metadata || jsonb_build_object('n', id % 10,"
+                    " 'ns', (id % 7)::text, 'x', CASE WHEN id % 3 = 0 THEN to_jsonb(1.5)"
+                    " ELSE to_jsonb('abc'::text) END)"
+                ).format(table)
+            )
+            c.commit()
+            c.execute(sql.SQL("ANALYZE {}").format(table))
+            c.commit()
+        yield dsn
 
 
 @pytest.fixture
@@ -181,7 +213,7 @@ def test_operator_functions_nulls_and_errors(conn: Conn) -> None:
     assert {(v, par) for _, v, par in marks} == {("i", "s")}
 
 
-# -- pglogic.search: parity with the Python compiler ------------------------------------------------------
+# -- pglogic.search: parity with the Python search -------------------------------------------------
 
 QUERIES = [
     '"oil prices" AND "opec"',
@@ -195,15 +227,19 @@ FAMILIES = ["itlr", "godel", "lukasiewicz", "product", "and=sum,or=max,not=recip
 
 
 def python_and_sql(
-    news: Conn, fixed: FixedEmbedder, query: str, opts: SearchOptions
+    news: Conn, fixed: FixedEmbedder, query: str, opts: SearchOptions, *, guide: bool = True
 ) -> tuple[list[Hit], list[tuple[Any, ...]]]:
+    """The Python search's hits and the SQL function's rows, with the same options: the JSON
+    carries the term vectors and, with ``guide``, the guide vector Python computed (else the
+    function computes it)."""
     corpus = get_corpus(news, "news")
     news.commit()
-    # pglogic.search() in SQL has no guide scan (its direction is optimised in Python), so it
-    # ranks like the Python engine without one
-    result = search(news, corpus, query, embedder=fixed, options=replace(opts, guide=False))
+    result = search(news, corpus, query, embedder=fixed, options=opts)
     vectors = {t: fixed.embed([t])[0] for t in result.compiled.terms}
-    rows = sql_search(news, "news", search_json(result.tree, opts, vectors))
+    query_json = search_json(result.tree, opts, vectors)
+    if not guide:
+        del query_json["guide"]
+    rows = sql_search(news, "news", query_json)
     return result.hits, rows
 
 
@@ -219,6 +255,47 @@ def test_search_function_ranks_like_python(
     if family != "lukasiewicz":  # max(0, Σx − (n−1)) is 0 for most documents
         assert len({round(h.score, 12) for h in hits}) > 1
     assert_same(hits, rows)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("k", [10, 100])
+@pytest.mark.parametrize("query", [*QUERIES, '"sugar"', '"trade deficit" AND "japan"'])
+def test_search_function_with_default_options_ranks_like_python(
+    news: Conn, fixed: FixedEmbedder, query: str, k: int
+) -> None:
+    """Default options: the guide scan, the guide-only plan (AND, NOT), the union plan (OR)."""
+    hits, rows = python_and_sql(news, fixed, query, SearchOptions(k=k))
+    assert len(hits) == k
+    assert_same(hits, rows)
+    # the guide computed by the function (double precision, in SQL) ranks the same
+    _, computed = python_and_sql(news, fixed, query, SearchOptions(k=k), guide=False)
+    assert_same(hits, computed)
+
+
+@pytest.mark.model
+def test_the_guide_computed_in_sql_is_numpys(news: Conn, fixed: FixedEmbedder) -> None:
+    """pglogic._guide_vector against pglogic.engine.guide.guide_vector on real term vectors, for
+    every query that scans along its guide (not an OR of terms under max: the union plan)."""
+    queries = [*QUERIES, '"trade deficit" AND "japan" AND NOT "tariffs"']
+    for family in ["product-max", "itlr", "godel"]:
+        for query in queries:
+            tree = parse(query)
+            if union_plan(tree, SearchOptions(operators=family)):
+                continue
+            names = terms(tree)
+            vectors = {t: fixed.embed([t])[0] for t in names}
+            expected = guide_vector(tree, vectors, family, "clamp")
+            row = news.execute(
+                "SELECT pglogic._guide_vector(%s, %s, %s, %s::vector[],"
+                " pglogic._resolve_operators(%s), 'clamp')::real[]",
+                (Jsonb(json_tree(tree)), names, positive_terms(tree),
+                 [vectors[t] for t in names], Jsonb(family)),
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            got = np.array(row[0], dtype=np.float32)
+            cosine = float(got.astype(np.float64) @ expected / np.linalg.norm(got))
+            assert cosine > 1 - 1e-6, (query, family, cosine)
+            assert np.abs(got - expected).max() < 1e-6, (query, family)
 
 
 @pytest.mark.model
@@ -252,9 +329,19 @@ def test_search_function_ranks_like_python_through_the_index(
         SearchOptions(k=200, exact=True, operators="product"),
         SearchOptions(k=10, truth="sigmoid:0.1857:18.76"),
         SearchOptions(k=50, operators="godel", truth="Sigmoid:1e-01:1_2.5", exact=True),
+        SearchOptions(k=10, guide=False),
+        SearchOptions(k=10, term_scans=True),
+        SearchOptions(k=10, term_scans=False),
+        SearchOptions(k=10, iterative_scan=False),
+        SearchOptions(k=10, filters=[parse_filter("labels=grain")]),
+        SearchOptions(k=10, filters=[parse_filter("n>=5")], depth=40),
+        SearchOptions(k=20, filters=[parse_filter("places!=usa"), parse_filter("ns<3")]),
+        SearchOptions(k=10, filters=[parse_filter("split=train")], depth=30,
+                      iterative_scan=False),
     ],
     ids=["affine", "godel-affine", "iterative", "small-depth", "exact", "exact-all", "sigmoid",
-         "godel-sigmoid-exact"],
+         "godel-sigmoid-exact", "no-guide", "term-scans", "guide-only", "no-iterative",
+         "filter", "filter-depth", "filters", "filter-overfetch"],
 )  # fmt: skip
 def test_search_function_options_rank_like_python(
     news: Conn, fixed: FixedEmbedder, opts: SearchOptions
@@ -262,6 +349,22 @@ def test_search_function_options_rank_like_python(
     for query in QUERIES[2:5]:
         hits, rows = python_and_sql(news, fixed, query, opts)
         assert hits
+        assert_same(hits, rows)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "where",
+    [["labels=grain"], ["labels!=grain"], ['{"places": ["usa"]}'], ["n>=5"], ["n<2.5"],
+     ["ns>=4"], ["ns=3"], ["n=3"], ["x>1"], ["x<b"], ["x!=abc"], ["title_only=false"],
+     ["date>=26-MAR-1987"], ["missing!=1"], ["missing>1"], ["n>=2", "labels!=acq"]],
+)  # fmt: skip
+def test_filters_select_like_python(news: Conn, fixed: FixedEmbedder, where: list[str]) -> None:
+    """Every filter form, exact (every matching row) and approximate (depth given)."""
+    filters = [parse_filter(w) for w in where]
+    for opts in (SearchOptions(k=200, exact=True, filters=filters),
+                 SearchOptions(k=10, depth=60, filters=filters)):  # fmt: skip
+        hits, rows = python_and_sql(news, fixed, '"oil" AND NOT "gas"', opts)
         assert_same(hits, rows)
 
 
@@ -277,7 +380,7 @@ def test_calibrated_truth_ranks_like_python(news: Conn, fixed: FixedEmbedder) ->
                 save_calibration(news, corpus.model, own, corpus_id=corpus.id)
             for query in QUERIES[2:5]:
                 opts = SearchOptions(k=10, truth="calibrated")
-                hits, rows = python_and_sql(news, fixed, query, opts)
+                hits, rows = python_and_sql(news, fixed, query, opts)  # the guide: computed
                 assert hits
                 assert_same(hits, rows)
                 spec = resolve_stored_truth(news, corpus, "calibrated")
@@ -297,51 +400,306 @@ def test_exact_mode_scores_every_document_like_python(news: Conn, fixed: FixedEm
     assert_same(hits, rows)
 
 
-@pytest.mark.model
-@pytest.mark.parametrize(
-    ("query", "opts"),
-    [
-        ('"a" AND NOT "b"', SearchOptions()),
-        ('"a" OR "b" OR "c" AND NOT "a"', SearchOptions(k=40)),
-        ('"a" OR "b" OR "c" OR "d"', SearchOptions(k=100)),
-        ('"a" AND "b"', SearchOptions(k=3, depth=2000)),
-        ('"a"', SearchOptions(k=1000)),
-        ('"a" AND "b"', SearchOptions(k=5, depth=300, ef_search=64)),
-        ('"a" AND "b"', SearchOptions(k=5, depth=300, ef_search=64, iterative_scan=False)),
-        ('NOT "a" OR "b"', SearchOptions(k=5, exact=True)),
-    ],
-)
-def test_search_plan_has_the_compiler_shape(news: Conn, query: str, opts: SearchOptions) -> None:
-    """Same terms, candidate CTEs, depth, settings and statement skeleton as compile_query."""
-    tree = parse(query)
-    corpus = get_corpus(news, "news")
-    compiled = compile_query(tree, corpus, replace(opts, guide=False))  # SQL has no guide scan
-    vectors = {t: np.ones(corpus.dim, dtype=np.float32) for t in compiled.terms}
-    plan = news.execute(
-        "SELECT pglogic.search_plan('news', %s)", (Jsonb(search_json(tree, opts, vectors)),)
-    ).fetchone()
+def run_statement(conn: Conn, plan: dict[str, Any], vectors: list[list[float]]) -> list[Any]:
+    """Run the statement of ``pglogic.search_plan`` with its parameters and settings."""
+    conn.execute(
+        sql.SQL("PREPARE q(vector[], vector, integer, integer, integer, text[]) AS {}").format(
+            sql.SQL(plan["statement"])
+        )
+    )
+    for name, value in plan["settings"].items():
+        conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+    texts = [f"[{','.join(map(str, v))}]" for v in vectors]
+    guide = None if plan["guide"] is None else f"[{','.join(map(str, plan['guide']))}]"
+    values = (texts, guide, plan["depth"], plan["gdepth"], plan["k"], plan["filter_values"])
+    rows = conn.execute(  # (EXECUTE takes no bind parameters: literals)
+        sql.SQL(
+            "EXECUTE q({}::text[]::vector[], {}::vector, {}::int, {}::int, {}::int, {}::text[])"
+        ).format(*map(sql.Literal, values))
+    ).fetchall()
+    conn.execute("DEALLOCATE q")
+    return rows
+
+
+class GivenVectors:
+    """An embedder of fixed vectors."""
+
+    name = "given"
+    dim = 384
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+def test_a_filtered_scan_that_returns_too_few_rows_falls_back_to_the_exact_plan(
+    news: Conn,
+) -> None:
+    """A filtered index scan that stops early (here: 10 tuples, no iterative scan) finds fewer
+    than the k rows that match: the function then scores every matching row (the exact plan),
+    as the Python search does, and returns k."""
+    vectors = {"a": [float(x) for x in np.random.default_rng(3).normal(size=384)], "b": VEC}
+    opts = SearchOptions(filters=[parse_filter("n>8")], depth=10, ef_search=10,
+                         iterative_scan=False)  # fmt: skip
+    tree = parse('"a" AND NOT "b"')
+    query = search_json(tree, opts, vectors)
+    news.execute("SET enable_seqscan = off")
+    row = news.execute("SELECT pglogic.search_plan('news', %s)", (Jsonb(query),)).fetchone()
+    assert row is not None
+    plan = row[0]
+    assert (plan["plan"], plan["k"], plan["gdepth"]) == ("guide", 10, 10)
+    assert plan["settings"] == {"hnsw.ef_search": "10", "plan_cache_mode": "force_custom_plan"}
+    assert plan["exact_fallback"].startswith("WITH sims AS (SELECT")
+    found = run_statement(news, plan, [vectors["a"], vectors["b"]])
+    assert len(found) < 10
     news.rollback()
-    assert plan is not None
-    p = plan[0]
-    assert p["terms"] == compiled.terms
-    assert p["candidate_terms"] == compiled.candidate_terms
-    assert p["settings"] == compiled.settings
-    if "depth" in compiled.params:  # one term compiles to plain k-NN in Python (no depth)
-        assert p["depth"] == compiled.params["depth"]
-    assert p["k"] == compiled.params["k"]
-    assert p["operators"] == resolve_family(str(opts.operators)).spec
-    statement = p["statement"]
-    python_sql = compiled.as_string()
-    # The SQL function keeps migration 0002's shape (columns carried through a materialized
-    # sims); Python computes the similarities in the candidate CTEs, fetches the columns of the
-    # top k only and runs one term as plain k-NN.
-    single = len(compiled.terms) == 1 and not opts.exact
-    for text, python in ((statement, False), (python_sql, True)):
-        ctes = len(compiled.candidate_terms) + (0 if opts.exact or python else 1)  # + sims
-        assert text.count("AS MATERIALIZED") == (1 if python and single else ctes)
-        assert text.count(" UNION ") == max(0, len(compiled.candidate_terms) - 1)
-        assert "ORDER BY score DESC, " in text
-    assert statement.endswith("ORDER BY score DESC, id LIMIT $3")
+    news.execute("SET enable_seqscan = off")
+    rows = sql_search(news, "news", query)
+    assert len(rows) == 10
+    assert rows == sql_search(news, "news", {**query, "exact": True})
+    corpus = get_corpus(news, "news")
+    news.commit()
+    result = search(news, corpus, tree, embedder=GivenVectors(vectors), options=opts)
+    assert_same(result.hits, rows)
+
+
+# -- pglogic.search_plan: the compiler's statement, text for text ----------------------------------
+
+
+class RandomEmbedder:
+    """A deterministic random unit vector per term (no model): plans do not read the vectors."""
+
+    name = "synthetic"
+    dim = 384
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).normal(size=self.dim)
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+
+@pytest.fixture(scope="module")
+def synth_dsn(pg_server: Server) -> Iterator[str]:
+    """Corpus 'synth': 20,000 random vectors (no index) with metadata of every filter type, so
+    filtered plans of every kind (exact, filtered scans, the thinned guide-only depth) occur."""
+    name = f"t_sqlplan_{uuid.uuid4().hex[:10]}"
+    janitor = pg_server.janitor(name, TEMPLATE_DB)
+    janitor.init()
+    try:
+        dsn = pg_server.dsn_for(name)
+        with connect(dsn) as c:
+            corpus = create_corpus(c, "synth", model="synthetic", dim=384)
+            c.execute(
+                sql.SQL(
+                    "INSERT INTO {} (external_id, title, text, metadata, text_hash, row_hash,"
+                    " embedding) SELECT 's' || i, NULL, 't', jsonb_build_object('n', i % 10,"
+                    " 'ns', (i % 7)::text, 'x', CASE WHEN i % 3 = 0 THEN to_jsonb(1.5)"
+                    " ELSE to_jsonb('abc'::text) END, 'tag', CASE WHEN i % 200 = 0 THEN 'rare'"
+                    " ELSE 'common' END), '\\x00', '\\x00', (SELECT array_agg(random() - 0.5)"
+                    " FROM generate_series(1, 384) WHERE i > 0)::vector"
+                    " FROM generate_series(1, 20000) AS i"
+                ).format(corpus.table)
+            )
+            c.commit()
+            c.execute(sql.SQL("ANALYZE {}").format(corpus.table))
+            c.commit()
+        yield dsn
+    finally:
+        janitor.drop()
+
+
+SHAPES = ['"a"', '"a" AND "b"', '"a" OR "b"', '"a" OR "b" OR "c"', '"a" AND NOT "b"',
+          'NOT "a" AND "b"', '"a" OR "b" AND NOT "c"', '("a" OR "b") AND NOT ("c" OR "d")',
+          'NOT (NOT "a" AND NOT "b")', '"a" AND ("b" OR "c")', '"a" AND "a"', '"a" OR NOT "b"',
+          '"a" AND NOT NOT "b" AND "c" AND NOT "d"']  # fmt: skip
+PLAN_FILTERS = [[], ["n>=5"], ["n=3"], ["ns<1"], ['{"tag": "rare"}'], ["x>1", "tag!=common"],
+                ["ns!=2", "x<abd"]]  # fmt: skip
+PLAN_OPTIONS = [
+    SearchOptions(operators="itlr"),
+    SearchOptions(operators="godel", truth="affine"),
+    SearchOptions(guide=False),
+    SearchOptions(term_scans=True),
+    SearchOptions(term_scans=False),
+    SearchOptions(iterative_scan=False),
+    SearchOptions(depth=300, ef_search=64),
+    SearchOptions(k=5, depth=2000),
+    SearchOptions(exact=True),
+]
+
+
+def assert_plan_is_pythons(conn: Conn, query: str, opts: SearchOptions) -> str:
+    """Run ``query`` through the Python search and compare what it ran with
+    ``pglogic.search_plan``: statement, parameters, settings, candidate terms, guide vector."""
+    corpus = get_corpus(conn, "synth")
+    conn.commit()
+    result = search(conn, corpus, query, embedder=RandomEmbedder(), options=opts)
+    compiled = result.compiled
+    vectors = dict(zip(compiled.terms, RandomEmbedder().embed(compiled.terms), strict=True))
+    query_json = search_json(result.tree, opts, vectors)
+    row = conn.execute("SELECT pglogic.search_plan('synth', %s)", (Jsonb(query_json),)).fetchone()
+    conn.rollback()
+    assert row is not None
+    plan = row[0]
+    text, values = function_statement(compiled)
+    assert plan["statement"] == text, (query, opts)
+    assert plan["settings"] == compiled.settings
+    assert plan["candidate_terms"] == compiled.candidate_terms
+    assert plan["terms"] == compiled.terms
+    given = {name: plan[name] for name in ("k", "depth", "gdepth") if plan[name] is not None}
+    assert given == {n: v for n, v in compiled.params.items() if n in ("k", "depth", "gdepth")}
+    assert plan["filter_values"] == [v if isinstance(v, str) else str(v) for v in values]
+    if compiled.guide_param is not None:
+        assert plan["guide"] == query_json["guide"]
+    else:
+        assert plan["guide"] is None
+    if opts.filters and not opts.exact:
+        selectivity, matching = estimate_filter(conn, corpus, opts.filters)
+        assert (plan["selectivity"], plan["matching_rows"]) == (selectivity, matching)
+    return str(plan["plan"])
+
+
+@pytest.mark.parametrize("k", [10, 100])
+@pytest.mark.parametrize("where", PLAN_FILTERS, ids=lambda w: ",".join(w) or "unfiltered")
+def test_search_plan_is_the_python_statement_at_default_options(
+    synth_dsn: str, where: list[str], k: int
+) -> None:
+    opts = SearchOptions(k=k, filters=[parse_filter(w) for w in where])
+    with connect(synth_dsn) as conn:
+        plans = {q: assert_plan_is_pythons(conn, q, opts) for q in SHAPES}
+    if not where:  # every plan of the fuzzy mode occurs
+        assert plans['"a"'] == "knn" and plans['"a" OR "b"'] == "union"
+        assert plans['"a" AND NOT "b"'] == "guide" and plans['"a" OR "b" AND NOT "c"'] == "terms"
+    if where == ["n>=5"] and k == 10:  # half the rows match: filtered scans
+        assert "exact" not in plans.values()
+    if where == ['{"tag": "rare"}']:  # 100 rows match: scoring them all is cheaper
+        assert set(plans.values()) == {"exact"}
+
+
+@pytest.mark.parametrize("opts", PLAN_OPTIONS, ids=repr)
+@pytest.mark.parametrize("where", [[], ["n=3"]], ids=["unfiltered", "filtered"])
+def test_search_plan_is_the_python_statement_with_options(
+    synth_dsn: str, opts: SearchOptions, where: list[str]
+) -> None:
+    opts = replace(opts, filters=[parse_filter(w) for w in where])
+    with connect(synth_dsn) as conn:
+        for query in SHAPES:
+            if opts.exact or not (query.startswith("NOT") and "AND" not in query):
+                assert_plan_is_pythons(conn, query, opts)
+
+
+def test_plan_functions_are_the_python_heuristics(conn: Conn) -> None:
+    """default_depth, guide_depth, guide_only_depth, prefer_exact on grids, in SQL and Python."""
+    ks, ns = [1, 3, 10, 33, 100, 250, 1000, 5000], [1, 2, 3, 4, 5, 8, 13]
+    sels = [None, 1e-6, 0.001, 0.01, 0.013, 0.1, 0.25, 0.5, 0.9999, 1.0, 2.0]
+    cases = [(k, n, s) for k in ks for n in ns for s in sels]
+    rows = conn.execute(
+        "SELECT pglogic._default_depth(k, n), pglogic._guide_depth(k, 10 * n),"
+        " pglogic._guide_only_depth(k, s), pglogic._prefer_exact(m, k, n, p, coalesce(s, 1))"
+        " FROM unnest(%s::int[], %s::int[], %s::float8[], %s::float8[], %s::text[])"
+        " WITH ORDINALITY AS u(k, n, s, m, p, o) ORDER BY o",
+        ([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases],
+         [float(37 * c[0] * c[1]) for c in cases],
+         [("terms", "guide", "union")[i % 3] for i in range(len(cases))]),
+    ).fetchall()  # fmt: skip
+    for i, ((k, n, s), row) in enumerate(zip(cases, rows, strict=True)):
+        plan = ("terms", "guide", "union")[i % 3]
+        expected = (
+            default_depth(k, n),
+            guide_depth(k, 10 * n),
+            guide_only_depth(k, s),
+            prefer_exact(37 * k * n, k, n, plan=plan, selectivity=1 if s is None else s),
+        )
+        assert row == expected, (k, n, s, plan)  # fmt: skip
+
+
+TREES = ['"a"', '"a" AND "b"', '"a" OR "b"', '"a" OR "b" OR "c"', '"a" OR NOT "b"',
+         '"a" OR ("b" AND "c")', '"a" AND NOT ("b" OR "c")', 'NOT (NOT "a" AND NOT "b")',
+         'NOT (NOT "a" OR NOT "b")', '("a" OR "b") AND "c"', 'NOT NOT ("a" OR "b")',
+         '"a" AND NOT (NOT "b" AND NOT "c")', '("a" OR "a") AND "b"', 'NOT "a" OR NOT "b"']  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["product-max", "itlr", "godel"])
+def test_guide_and_union_suffices_are_pythons(conn: Conn, family: str) -> None:
+    resolved = resolve_family(family)
+    for text in TREES:
+        tree = parse(text)
+        row = conn.execute(
+            "SELECT pglogic._guide_suffices(%s), pglogic._union_suffices(%s, %s)",
+            (Jsonb(json_tree(tree)), Jsonb(json_tree(tree)), resolved.or_.name),
+        ).fetchone()
+        assert row == (guide_suffices(tree), union_suffices(tree, resolved)), text
+
+
+FILTERS = ['{"site": "cooking"}', '{"a": {"b": [1, "x"]}, "c": null}', "site=cooking",
+           "site!=cooking", "year=1995", "year!=1995.5", "year=-0.25", "flag=true", "flag!=null",
+           'labels=["a", "b"]', 'obj={"k": 1}', "year>=1990", "year<1e3", "year>2.5",
+           "year<=-7", "name>m", "name<=Zürich", "big>123456789012345678901234567890",
+           "tiny<0.30000000000000004", 'q="quoted"', "k.e-y_1=x"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", FILTERS)
+def test_filters_sql_is_filters_sql(conn: Conn, text: str) -> None:
+    """The condition text for text (placeholders numbered), the same parameter values."""
+    f = parse_filter(text)
+    expr, params = filters_sql([f, f], sql.SQL('"d"."metadata"'), prefix="f")
+    python = expr.as_string(None)
+    slot = {name: j + 1 for j, name in enumerate(params)}
+    expected = re.sub(r"%\((\w+)\)s", lambda m: f"$6[{slot[m.group(1)]}]", python)
+    row = conn.execute(
+        'SELECT condition, params FROM pglogic._filters_sql(%s, \'"d"."metadata"\', 6)',
+        (Jsonb([filter_json(f), filter_json(f)]),),
+    ).fetchone()
+    assert row is not None
+    assert row[0] == expected
+    assert len(row[1]) == len(params)
+    for got, (name, value) in zip(row[1], params.items(), strict=True):
+        if f"%({name})s::jsonb" in python:
+            same = conn.execute("SELECT %s::jsonb = %s::jsonb", (got, value)).fetchone()
+        elif f"%({name})s::numeric" in python:  # (Python binds an int, or a float: float8)
+            same = conn.execute("SELECT %s::numeric = %s::numeric", (got, value)).fetchone()
+        else:
+            same = (got == value,)
+        assert same == (True,), (name, got, value)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [Comparison("x", ">", True), Comparison("x", "<", None), Comparison("x", ">=", [1, 2]),
+     Comparison("x", "<=", {"a": 1}), Comparison("x", "~", 1)],
+    ids=repr,
+)  # fmt: skip
+def test_bad_filters_give_the_python_message(news: Conn, f: Comparison) -> None:
+    with pytest.raises(PglogicError) as python:
+        filters_sql([f], sql.SQL("m"))
+    exc = sql_error(
+        news, "news", {"tree": {"term": "a", "vector": VEC}, "filters": [filter_json(f)]}
+    )
+    assert isinstance(exc, errors.InvalidParameterValue)
+    assert message(exc) == str(python.value)
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"site": "x"}, 'Invalid filters={"site": "x"}: expected a list of filters, each '
+                        '{"contains": {...}} or {"key": KEY, "op": OP, "value": VALUE} '
+                        "with OP one of =, !=, <, <=, >, >="),
+        ([{"site": "x"}], 'Invalid filter {"site": "x"}: expected {"contains": {...}} or {"key": '
+                          'KEY, "op": OP, "value": VALUE} with OP one of =, !=, <, <=, >, >='),
+        ([{"contains": [1]}], 'Invalid filter {"contains": [1]}: "contains" takes a JSON object'),
+        ([{"key": 1, "op": "=", "value": 1}],
+         'Invalid filter {"op": "=", "key": 1, "value": 1}: the key is a string'),
+    ],
+)  # fmt: skip
+def test_malformed_filters_have_clear_messages(news: Conn, filters: Any, expected: str) -> None:
+    exc = sql_error(news, "news", {"tree": {"term": "a", "vector": VEC}, "filters": filters})
+    assert isinstance(exc, errors.InvalidParameterValue)
+    assert message(exc) == expected
 
 
 def test_search_statement_is_served_by_the_hnsw_index(news: Conn) -> None:
@@ -353,18 +711,23 @@ def test_search_statement_is_served_by_the_hnsw_index(news: Conn) -> None:
     ).fetchone()
     assert plan is not None
     news.execute("SET enable_seqscan = off")
+    assert plan[0]["plan"] == "terms"
     news.execute(
-        sql.SQL("PREPARE q(vector[], integer, integer, text[]) AS {}").format(
+        sql.SQL("PREPARE q(vector[], vector, integer, integer, integer, text[]) AS {}").format(
             sql.SQL(plan[0]["statement"])
         )
     )
     args = sql.Literal([f"[{','.join(map(str, v))}]" for v in vecs.values()])
+    guide = sql.Literal(f"[{','.join(map(str, plan[0]['guide']))}]")
     explain = news.execute(
-        sql.SQL("EXPLAIN EXECUTE q({}::vector[], 100, 10, ARRAY['a', 'b', 'c'])").format(args)
+        sql.SQL("EXPLAIN EXECUTE q({}::vector[], {}::vector, 100, 200, 10, '{{}}')").format(
+            args, guide
+        )
     ).fetchall()
     news.rollback()
     text = "\n".join(r[0] for r in explain)
-    assert text.count(f"Index Scan using {corpus.index_name}") == 2, text
+    # one scan per positive term ("a", "b") and the guide's
+    assert text.count(f"Index Scan using {corpus.index_name}") == 3, text
 
 
 def test_search_settings_end_with_the_call(news: Conn) -> None:
@@ -483,7 +846,16 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
     [
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
-         "depth, ef_search, iterative_scan"),
+         "depth, ef_search, iterative_scan, guide, term_scans, filters"),
+        ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
+         "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},
+         "Term 'b' has no vector and is not in pglogic.term_cache for model 'all-MiniLM-L6-v2'"),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC},
+                                         {"term": "b", "vector": VEC}]}, "guide": [1, 2]},
+         "The guide vector has 2 dimensions; corpus 'news' needs 384 (model 'all-MiniLM-L6-v2')"),
+        ({"tree": {"term": "a", "vector": VEC}, "term_scans": "no"},
+         'Invalid term_scans="no": expected true or false'),
         ({"tree": {"term": "a", "vector": VEC}, "k": "ten"}, 'Invalid k="ten": expected an integer'),
         ({"tree": {"term": "a", "vector": VEC}, "exact": "yes"},
          'Invalid exact="yes": expected true or false'),
@@ -532,11 +904,11 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (25, True, True)
+    assert objects() == (39, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (25, True, True)
+    assert objects() == (39, True, True)
 
 
 def all_functions(dsn: str) -> dict[str, str]:
@@ -606,6 +978,7 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
         assert row is not None
         return str(row[0])
 
+    migrate.downgrade(dsn, "0004")
     head = state()
     head_functions = all_functions(dsn)
     assert head["table"] and head["float_text"] and head["reader"]
@@ -629,10 +1002,55 @@ def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
     assert truth("sigmoid:0.1:2") == (
         "Unknown truth map 'sigmoid:0.1:2': valid names are clamp, affine"
     )
-    migrate.upgrade(dsn)
+    migrate.upgrade(dsn, "0004")
     assert state() == head
     migrate.downgrade(dsn, "0003")
     assert state() == old
+
+
+def test_migration_0005_plans_like_python_and_downgrades(dsn: str) -> None:
+    query = {"tree": {"term": "a", "vector": [1.0, 0.0]}, "filters": []}
+
+    def plan_error() -> str:
+        with connect(dsn) as c:
+            c.execute("INSERT INTO pglogic.corpora (name, table_name) VALUES ('m', 'corpus_0')")
+            try:
+                c.execute("SELECT pglogic.search_plan('m', %s)", (Jsonb(query),))
+            except psycopg.Error as exc:
+                return message(exc)
+            finally:
+                c.rollback()
+        return ""
+
+    head = all_functions(dsn)
+    migrate.downgrade(dsn, "0004")
+    old = all_functions(dsn)
+    assert set(head) - set(old) == {
+        "pglogic._qi(text)",
+        "pglogic._json_number_text(jsonb)",
+        "pglogic._filters_sql(jsonb,text,integer)",
+        "pglogic._default_depth(bigint,integer)",
+        "pglogic._guide_depth(bigint,bigint)",
+        "pglogic._guide_only_depth(bigint,double precision)",
+        "pglogic._guide_walk(jsonb,boolean)",
+        "pglogic._guide_suffices(jsonb)",
+        "pglogic._disjunction(jsonb)",
+        "pglogic._union_suffices(jsonb,text)",
+        "pglogic._prefer_exact(double precision,bigint,integer,text,double precision)",
+        "pglogic._dot(double precision[],double precision[])",
+        "pglogic._gram_times(double precision[],double precision[])",
+        "pglogic._guide_vector(jsonb,text[],text[],vector[],text[],text)",
+    }
+    assert set(old) <= set(head)
+    assert {f for f in old if old[f] != head[f]} == {
+        "pglogic._plan(text,jsonb)",
+        "pglogic._score_sql(jsonb,text[],text[],text)",
+        "pglogic.search(text,jsonb)",
+        "pglogic.search_plan(text,jsonb)",
+    }
+    migrate.upgrade(dsn)
+    assert all_functions(dsn) == head
+    assert plan_error() == "Unknown corpus 'm'; existing: m"  # (it has no embedding space)
 
 
 def test_sql_files_ship_in_the_package() -> None:

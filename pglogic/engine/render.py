@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,11 +41,32 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.engine.compile import CompiledQuery, SearchOptions, set_local
+from pglogic.engine.compile import (
+    GUIDE,
+    GUIDE_DEPTH,
+    RERANK_DEPTH,
+    CompiledQuery,
+    SearchOptions,
+    set_local,
+)
+from pglogic.engine.filters import Contains, Filter
+from pglogic.engine.guide import guide_vector
+from pglogic.engine.plans import union_plan
 from pglogic.errors import InvalidInput, QueryError
-from pglogic.query import And, Node, Not, Or, Term
+from pglogic.query import And, Node, Not, Or, Term, terms
 
-__all__ = ["STYLES", "Rendered", "Style", "json_tree", "render", "search_json", "vector_literal"]
+__all__ = [
+    "FUNCTION_PARAMETERS",
+    "STYLES",
+    "Rendered",
+    "Style",
+    "filter_json",
+    "function_statement",
+    "json_tree",
+    "render",
+    "search_json",
+    "vector_literal",
+]
 
 Style = Literal["psycopg", "numbered"]
 STYLES: tuple[Style, ...] = ("psycopg", "numbered")
@@ -219,6 +241,45 @@ def render(
                     compiled.guide_vector if pending else None)  # fmt: skip
 
 
+#: The parameters of the statement ``pglogic.search(corpus, query)`` (SQL) runs, by the compiled
+#: query's placeholder names (without ``param_prefix``): term vector ``v{i}`` is ``$1[i+1]``, the
+#: filters' parameters are ``$6[1]``, ``$6[2]``, ... in the order the compiler makes them.
+FUNCTION_PARAMETERS: dict[str, str] = {GUIDE: "$2", "depth": "$3", GUIDE_DEPTH: "$4", "k": "$5"}
+
+
+def function_statement(compiled: CompiledQuery) -> tuple[str, list[Any]]:
+    """The statement as ``pglogic.search`` (SQL) writes it, and the values of its ``$6[j]``.
+
+    The SQL function builds the compiler's statement text for text, with these placeholders
+    (:data:`FUNCTION_PARAMETERS`): ``pglogic.search_plan(corpus, query) ->> 'statement'`` equals
+    the text returned here for the same query and options.
+
+    Example:
+        >>> from pglogic.engine.compile import compile_query
+        >>> from pglogic.engine.filters import parse_filter
+        >>> from pglogic.store.corpus import Corpus
+        >>> from pglogic.query import parse
+        >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
+        >>> opts = SearchOptions(filters=[parse_filter("year>=1990")])
+        >>> text, values = function_statement(compile_query(parse('"a" OR "b"'), corpus, opts))
+        >>> "LIMIT $3" in text, "$6[2]::numeric" in text, values
+        (True, True, ['year', 1990])
+    """
+    pre = compiled.param_prefix
+    fixed = {pre + name: slot for name, slot in FUNCTION_PARAMETERS.items()}
+    fixed.update({f"{pre}v{i}": f"$1[{i + 1}]" for i in range(len(compiled.terms))})
+    filters = [n for n in compiled.params if n not in fixed and n != pre + RERANK_DEPTH]
+    fixed.update({name: f"$6[{j + 1}]" for j, name in enumerate(filters)})
+
+    def replace(name: str) -> sql.Composable:
+        if name not in fixed:
+            raise ValueError(f"Placeholder {name!r} has no parameter of pglogic.search")
+        return sql.SQL(fixed[name])
+
+    text = _walk(compiled.statement, replace).as_string(None)
+    return text, [compiled.params[name] for name in filters]
+
+
 # -- the query argument of pglogic.search(corpus, query jsonb) ------------------------------------
 
 
@@ -248,6 +309,22 @@ def json_tree(node: Node, vectors: Mapping[str, npt.ArrayLike] | None = None) ->
     return {"op": op, "args": [json_tree(child, vectors) for child in node.children]}
 
 
+def filter_json(f: Filter) -> dict[str, Any]:
+    """A metadata filter as the JSON that ``pglogic.search()`` reads in ``"filters"``.
+
+    Example:
+        >>> from pglogic.engine.filters import parse_filter
+        >>> filter_json(parse_filter("year>=1990")), filter_json(parse_filter('{"site": "x"}'))
+        ({'key': 'year', 'op': '>=', 'value': 1990}, {'contains': {'site': 'x'}})
+    """
+    value = f.value if isinstance(f, Contains) else {"key": f.key, "op": f.op, "value": f.value}
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"Invalid filter {f!r}: not JSON ({exc})") from None
+    return {"contains": f.value} if isinstance(f, Contains) else value
+
+
 def search_json(
     node: Node,
     options: SearchOptions | None = None,
@@ -256,18 +333,34 @@ def search_json(
     """The ``query`` argument of ``pglogic.search(corpus, query)`` for a tree and options.
 
     Terms without a vector must be in ``pglogic.term_cache`` (see
-    :func:`pglogic.store.term_cache.cache_terms`). Metadata filters have no SQL-function form yet:
-    options with filters raise :class:`InvalidInput`.
+    :func:`pglogic.store.term_cache.cache_terms`). With ``vectors``, a query that scans along
+    the guide vector also carries it (``"guide"``, computed here as the Python search computes
+    it: :meth:`CompiledQuery.guide_vector <pglogic.engine.compile.CompiledQuery.guide_vector>`),
+    so the SQL function ranks exactly like :func:`pglogic.store.search.search`; without, the
+    function computes it (in double precision, very close). The SQL function has the fuzzy mode
+    only: another ``mode`` raises :class:`InvalidInput`, as does a ``timeout`` (set
+    ``statement_timeout`` in the transaction instead).
 
     Example:
         >>> from pglogic.query import parse
         >>> search_json(parse('"a" OR "b"'), SearchOptions(k=5, operators="godel"))["operators"]
         'godel'
+        >>> v = {"a": [1.0, 0.0], "b": [0.0, 1.0]}
+        >>> search_json(parse('"a" AND NOT "b"'), vectors=v)["guide"]
+        [1.0, 0.0]
     """
     opts = options or SearchOptions()
-    if opts.filters:
-        raise InvalidInput("pglogic.search (SQL) has no metadata filters; use the Python API")
+    if opts.mode != "fuzzy":
+        raise InvalidInput(f"pglogic.search (SQL) has the fuzzy mode only, not {opts.mode!r}")
+    if opts.timeout is not None:
+        raise InvalidInput(
+            "pglogic.search (SQL) takes no timeout: SET LOCAL statement_timeout in the transaction"
+        )
     operators = opts.operators if isinstance(opts.operators, str) else opts.operators.spec
+    guide: bool | list[float] = opts.guide
+    if vectors is not None and opts.truth.strip().lower() != "calibrated" and _guided(node, opts):
+        vector = guide_vector(node, vectors, operators, opts.truth)
+        guide = [float(x) for x in vector]
     return {
         "tree": json_tree(node, vectors),
         "operators": operators,
@@ -277,4 +370,13 @@ def search_json(
         "depth": opts.depth,
         "ef_search": opts.ef_search,
         "iterative_scan": opts.iterative_scan,
+        "guide": guide,
+        "term_scans": opts.term_scans,
+        "filters": [filter_json(f) for f in opts.filters],
     }
+
+
+def _guided(node: Node, opts: SearchOptions) -> bool:
+    """Whether the approximate plan of ``node`` scans along the guide vector
+    (:func:`pglogic.engine.compile.compile_query`'s rule, fuzzy mode)."""
+    return opts.guide and not opts.exact and len(terms(node)) > 1 and not union_plan(node, opts)
