@@ -354,8 +354,7 @@ def test_sql_score_expression_is_the_python_text(conn: Conn) -> None:
         '((1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((1e-05 - "s0") * 123456789.5)))))) * (1.0 - (1.0 / '
         '(1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((1e-05 - "s1") * 123456789.5))))))))'
     )
-    unquoted = expected.replace('"', "")  # format('%I') quotes only where needed
-    assert f"{unquoted} AS score" in plan[0]
+    assert f"{expected} AS score" in plan[0]  # (identifiers always quoted, as in Python)
     python = to_sql(tree, lambda t: sql.Identifier({"alpha": "s0", "beta": "s1"}[t]), None, spec)
     assert python.as_string(None) == expected
 

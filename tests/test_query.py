@@ -278,7 +278,12 @@ def test_public_api_has_docstrings_with_examples() -> None:
 
 _CHARS = st.one_of(st.characters(codec="utf-8"), st.sampled_from("\"'\\ ()\n"))
 _CHUNKS = st.one_of(_CHARS, st.sampled_from(["AND", "not", '\\"', "\\\\"]))
-term_texts = st.lists(_CHUNKS, min_size=1, max_size=12).map("".join).map(str.strip).filter(bool)
+term_texts = (
+    st.lists(_CHUNKS, min_size=1, max_size=12)
+    .map("".join)
+    .map(str.strip)
+    .filter(lambda t: bool(t) and "\x00" not in t)
+)  # (NUL: refused)
 
 
 def _extend(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
@@ -354,3 +359,17 @@ _PIECES = ['"a"', "'b c'", '"x\\"y"', "AND", "or", "NOT", "(", ")", '"', "'", "\
 @given(st.lists(st.sampled_from(_PIECES), max_size=30).map(" ".join))
 def test_token_soup_only_raises_syntax_errors(text: str) -> None:
     _check_random_text(text)
+
+
+@pytest.mark.parametrize(
+    ("query", "column"),
+    [('"a\x00b"', 3), ("'\x00'", 2), ('"ok" AND "x\x00"', 12), ("plain\x00", 6)],
+)
+def test_nul_characters_are_refused_with_their_position(query: str, column: int) -> None:
+    """PostgreSQL text cannot hold NUL: refused by the parser, before any SQL (it used to reach
+    the database as a DataError from the driver)."""
+    from pglogic.query import to_tree
+
+    with pytest.raises(QuerySyntaxError, match="NUL character") as err:
+        to_tree(query)
+    assert err.value.column == column

@@ -88,6 +88,7 @@ __all__ = [
     "DEFAULT_RERANK_DEPTH",
     "GUIDE",
     "GUIDE_DEPTH",
+    "MAX_DEPTH",
     "MAX_EF_SEARCH",
     "MODES",
     "RERANK_DEPTH",
@@ -99,6 +100,10 @@ __all__ = [
     "set_local",
     "shape_of",
 ]
+
+#: The deepest scan a statement may ask for (iterative scans go past ef_search): beyond it,
+#: scoring every document (exact=True) is the cheaper and clearer plan.
+MAX_DEPTH = 100_000
 
 #: Placeholder names of the guide vector and of its scan's depth.
 GUIDE = "vg"
@@ -602,6 +607,11 @@ def _depths(
     if opts.k > MAX_EF_SEARCH:
         raise InvalidInput(
             f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True"
+        )
+    if opts.depth is not None and not 1 <= opts.depth <= MAX_DEPTH:
+        raise InvalidInput(
+            f"Invalid depth={opts.depth}: from 1 to {MAX_DEPTH:,} candidates per scan; "
+            "use exact=True to score every document"
         )
     n_scans = len(positive_terms(tree)) + (1 if mode == "nsfl" else 0)
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))

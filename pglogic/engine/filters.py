@@ -95,6 +95,18 @@ def parse_filter(text: str) -> Filter:
     return Comparison(key, op, parsed)
 
 
+def _json(value: Any) -> str:
+    """``value`` as JSON text for a jsonb parameter; InvalidInput for what jsonb cannot hold (NaN,
+    infinities, NUL characters)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"Invalid filter value {value!r}: not JSON ({exc})") from None
+    if "\\u0000" in text:
+        raise InvalidInput("A filter cannot contain a NUL character (\\x00)")
+    return text
+
+
 #: A JSON string that holds a number, as PostgreSQL's numeric input reads it.
 NUMERIC_TEXT = r"^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
 
@@ -109,7 +121,7 @@ def _equals(
         forms.append({key: [value]})
         if not isinstance(value, str):
             forms.append({key: json.dumps(value)})
-    params = {f"{name}_{j}": json.dumps(form) for j, form in enumerate(forms)}
+    params = {f"{name}_{j}": _json(form) for j, form in enumerate(forms)}
     expr = sql.SQL(" OR ").join(
         sql.SQL("{} @> {}::jsonb").format(column, sql.Placeholder(p)) for p in params
     )
@@ -121,6 +133,7 @@ def _ordered(
 ) -> tuple[sql.Composable, dict[str, Any]]:
     """``key < value`` (and ``<=``, ``>``, ``>=``): numbers with numbers, strings with strings."""
     value = f.value
+    _json([f.key, value])  # (refuses NUL characters)
     kname = f"{name}_key"
     params: dict[str, Any] = {kname: f.key, name: value}
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -170,7 +183,7 @@ def filters_sql(
         name = f"{prefix}{i}"
         if isinstance(f, Contains):
             parts.append(sql.SQL("{} @> {}::jsonb").format(column, sql.Placeholder(name)))
-            params[name] = json.dumps(f.value)
+            params[name] = _json(f.value)
             continue
         if f.op not in OPS:
             raise InvalidInput(f"Invalid filter operator {f.op!r}")

