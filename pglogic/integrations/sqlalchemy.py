@@ -188,7 +188,7 @@ def logical_search(
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
         ...                       embedder=emb)  # doctest: +SKIP
-        >>> session.execute(stmt.where(Article.lang == "en")).all()  # doctest: +SKIP
+        >>> execute(session, stmt.where(Article.lang == "en"))  # doctest: +SKIP
     """
     table, id_col, emb_col = _resolve(entity, embedding)
     dim = getattr(emb_col.type, "dim", None)
