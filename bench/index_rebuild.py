@@ -31,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from benchlib import (
 )
 from psycopg import sql
 from query import DIM, make_dataset, make_queries
+from scale import Vectors
 
 from pglogic.engine.compile import SearchOptions
 from pglogic.engine.filters import parse_filter
@@ -69,19 +69,6 @@ SHAPES = {
     "NOT 3": ('"t1" AND "t2" AND NOT "t3"', ()),
     "AND 2, g=0": ('"t1" AND "t2"', (parse_filter("g=0"),)),
 }
-
-
-class Vectors:
-    """An embedder that returns given vectors (the benchmark's query terms)."""
-
-    name = "synthetic"
-    dim = DIM
-
-    def __init__(self) -> None:
-        self.current: dict[str, np.ndarray] = {}
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self.current[t] for t in texts])
 
 
 class Load:
