@@ -1,31 +1,42 @@
 """The SQL function against the Python search at scale: recall, agreement and latency.
 
-    python bench/sql_parity.py [--size 100000] [--queries 10] [--reuse] [--keep]
+    python bench/sql_parity.py [--size 1000000] [--queries 10] [--keep] [--reuse]
 
-On bench/scale.py's synthetic corpus (clustered 384-d vectors, ``{"g": i % 100}`` metadata,
-HNSW m = 16, ef_construction = 128), every query shape of scale.py (1, 2, 3, 5, 8 terms; AND,
-OR, NOT), k = 10, without a filter and with the 1% filter ``g = 0``, runs three ways at default
-options:
+On bench/scale.py's synthetic corpus (clustered 384-d vectors, ``{"c": cluster, "g": i % 100}``
+metadata, HNSW m = 16, ef_construction = 128, loaded by ``scale.load``: COPY through
+``ingest_records``, then ``build_index``) in the database ``bench_sql_parity_<size>``, every query
+shape of scale.py (1, 2, 3, 5, 8 terms; AND, OR, NOT), k = 10, without a filter and with the 1%
+filter ``g = 0``, runs three ways at default options:
 
-* ``python``: :func:`pglogic.store.search.search` (vectors given);
+* ``python``: :func:`pglogic.store.search.search` (term vectors given through an embedder);
 * ``sql+guide``: ``SELECT * FROM pglogic.search(corpus, query)`` with the JSON of
   :func:`pglogic.engine.render.search_json`, which carries the guide vector Python computes;
 * ``sql``: the same without the guide vector (``"guide": true``): the function computes it.
 
-Per shape: recall@10 of each against the exact top 10 (NumPy over every vector), how many of
-the queries returned the same ids in the same order as ``python``, and p50 latency.
-Results: ``bench/results/sql_parity.{md,json}``.
+The three run per query in rotating order (none always gets the cold cache). Per shape and
+filter: recall@10 of each against the exact top 10 (NumPy over every vector, scale.py's
+``exact_top``), how many queries returned the same ids in the same order as ``python``, the mean
+overlap@10 with ``python`` (shared ids / 10), and p50 latency.
+
+``--keep`` leaves the database for ``--reuse`` (no load, no build; a kept database without the
+whole corpus and its index is loaded again). Results: ``bench/results/sql_parity.{md,json}``,
+one section per size (other sizes of the file are kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from benchlib import (
     DEFAULT_HOME,
+    RESULTS_DIR,
+    cpu_busy,
+    drop_database,
     fresh_database,
     machine,
     machine_md,
@@ -34,6 +45,7 @@ from benchlib import (
     server_dsn,
     write_results,
 )
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 from query import make_dataset, make_queries
 from scale import (
@@ -41,8 +53,8 @@ from scale import (
     FILTERS,
     MemorySampler,
     Vectors,
+    database_exists,
     exact_top,
-    kept_database,
     load,
     postmaster_pid,
     recall,
@@ -52,80 +64,189 @@ from scale import (
 from pglogic.engine.compile import SearchOptions
 from pglogic.engine.render import search_json
 from pglogic.query import parse
-from pglogic.store.corpus import get_corpus
+from pglogic.store.corpus import corpus_info, get_corpus
 from pglogic.store.db import connect
 from pglogic.store.search import search
 
+NAME = "sql_parity"
+METHODS = ("python", "sql+guide", "sql")
+
+
+def overlap(got: list[int], ref: list[int], k: int = 10) -> float:
+    """Shared ids of the two top k, over k (or over the longer list when both are shorter)."""
+    n = max(len(got[:k]), len(ref[:k]))
+    return len(set(got[:k]) & set(ref[:k])) / n if n else 1.0
+
+
+def run_shapes(
+    conn: Any, corpus: Any, data: Any, n_queries: int, seed: int
+) -> list[dict[str, Any]]:
+    """Every (shape, filter) row: recall, agreement with ``python`` and p50 of the three paths."""
+    emb = Vectors()
+    g = np.arange(len(data.vectors)) % 100
+    out: list[dict[str, Any]] = []
+    turn = 0
+    for si, (shape, text) in enumerate(shapes([1, 2, 3, 5, 8]).items()):
+        tree = parse(text)
+        n_terms = len(set(text.split('"')[1::2]))
+        queries = make_queries(data, n_queries, n_terms, seed + 100 * si)
+        for fname in ("none", "1%"):
+            opts = SearchOptions(k=10, filters=FILTERS[fname])
+            mask = FILTER_MASK[fname](g)
+            rec: dict[str, list[float]] = {m: [] for m in METHODS}
+            lat: dict[str, list[float]] = {m: [] for m in METHODS}
+            same = {m: 0 for m in METHODS[1:]}
+            ovl: dict[str, list[float]] = {m: [] for m in METHODS[1:]}
+            for vecs in queries:
+                truth = exact_top(tree, data, vecs, mask, 10)
+                with_guide = search_json(tree, opts, vecs)
+                without = {**with_guide, "guide": True}
+                got: dict[str, list[int]] = {}
+                order = METHODS[turn % 3 :] + METHODS[: turn % 3]
+                turn += 1
+                for method in order:
+                    t0 = time.perf_counter()
+                    if method == "python":
+                        emb.current = vecs
+                        res = search(conn, corpus, tree, embedder=emb, options=opts)
+                        ids = [h.id for h in res.hits]
+                    else:
+                        query = with_guide if method == "sql+guide" else without
+                        ids = [r[0] for r in conn.execute(
+                            "SELECT id FROM pglogic.search(%s, %s)", (corpus.name, Jsonb(query)))]  # fmt: skip
+                    lat[method].append(time.perf_counter() - t0)
+                    got[method] = ids
+                    rec[method].append(recall(ids, truth, 10))
+                for m in METHODS[1:]:
+                    same[m] += got[m] == got["python"]
+                    ovl[m].append(overlap(got[m], got["python"]))
+            n = len(queries)
+            row = {"shape": shape, "filter": fname, "queries": n,
+                   **{f"recall_{m}": round(float(np.mean(v)), 3) for m, v in rec.items()},
+                   **{f"same_{m}": same[m] for m in same},
+                   **{f"overlap_{m}": round(float(np.mean(v)), 3) for m, v in ovl.items()},
+                   **{f"p50_ms_{m}": round(1000 * percentile(v, 50), 2) for m, v in lat.items()}}  # fmt: skip
+            out.append(row)
+            print(row, flush=True)
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The result file: the machine, then one table per size (largest first)."""
+    parts = [
+        "# The SQL function vs the Python search (`bench/sql_parity.py`)",
+        "",
+        machine_md(results["machine"]),
+        "",
+        "bench/scale.py's manifold data, k = 10, default options. *python*: "
+        "`pglogic.store.search.search`; *sql+guide*: `pglogic.search` given the guide vector "
+        "`search_json` computes; *sql*: the function computes the guide itself. recall@10 "
+        "against the exact top 10 (NumPy over every vector); *same* = queries with the same ids "
+        "in the same order as python; *overlap* = mean shared ids of the top 10 with python / 10.",
+    ]
+    for size, r in sorted(results["sizes"].items(), key=lambda kv: -int(kv[0])):
+        parts += ["", f"## {int(size):,} vectors", ""]
+        if r.get("note"):
+            parts += [r["note"], ""]
+        if r.get("load"):
+            ld = r["load"]
+            parts += [f"Load {ld['load_s']} s, HNSW build {ld['hnsw_build_s']} s ({ld['hnsw']}), "
+                      f"table {ld['table_mib']} MiB, index {ld['index_mib']} MiB. "
+                      f"Queries: {r['query_s']} s of wall time; the CPU was "
+                      f"{100 * r['cpu_busy_before']:.0f}% busy just before them.", ""]  # fmt: skip
+        rows = []
+        for q in r["rows"]:
+            n = q["queries"]
+            rows.append([q["shape"], q["filter"], q["recall_python"], q["recall_sql+guide"],
+                         q["recall_sql"], f"{q['same_sql+guide']}/{n}", f"{q['same_sql']}/{n}",
+                         q.get("overlap_sql+guide", ""), q.get("overlap_sql", ""),
+                         q["p50_ms_python"], q["p50_ms_sql+guide"], q["p50_ms_sql"]])  # fmt: skip
+        parts.append(md_table(["shape", "filter", "recall@10 python", "recall@10 sql+guide",
+                               "recall@10 sql", "same sql+guide", "same sql",
+                               "overlap sql+guide", "overlap sql", "p50 ms python",
+                               "p50 ms sql+guide", "p50 ms sql"], rows))  # fmt: skip
+        tot = {m: sum(q[f"same_{m}"] for q in r["rows"]) for m in METHODS[1:]}
+        nq = sum(q["queries"] for q in r["rows"])
+        parts += ["", f"Same ids in the same order as python: sql+guide {tot['sql+guide']}/{nq}, "
+                  f"sql {tot['sql']}/{nq}."]  # fmt: skip
+    return "\n".join(parts) + "\n"
+
+
+def previous_sizes() -> dict[str, Any]:
+    """The sizes of the results file (the first version held one size at the top level)."""
+    path = RESULTS_DIR / f"{NAME}.json"
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    if "sizes" in old:
+        return dict(old["sizes"])
+    note = ("First run (query order fixed: python, sql+guide, sql), while `bench/reliability.py` "
+            "ran its fault tests on the same 2 cores: latencies indicative only.")  # fmt: skip
+    return {str(old["size"]): {"rows": old["rows"], "note": note}}
+
+
+def complete(conn: Any, size: int) -> bool:
+    """Whether a kept database holds the whole corpus and its HNSW index."""
+    try:
+        info = corpus_info(conn, "scale")
+    except Exception:
+        conn.rollback()
+        return False
+    conn.commit()
+    return info.documents == size and info.index_bytes > 0
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=100_000)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--size", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=10)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--home", default=str(DEFAULT_HOME))
+    ap.add_argument("--dsn", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep bench_sql_parity_<size> for --reuse")
     ap.add_argument("--reuse", action="store_true", help="reuse the database of --keep")
-    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
     args = ap.parse_args()
-    base = server_dsn(DEFAULT_HOME, None)
+    base = server_dsn(Path(args.home), args.dsn)
+    db_name = f"bench_{NAME}_{args.size}"
+    t_start = time.perf_counter()
     data = make_dataset(args.size, args.seed, kind="manifold")
-    name, kept = kept_database(base, args.size, "manifold", args.seed)
-    dsn = kept if args.reuse and kept else fresh_database(base, name)
-    with connect(dsn) as conn:
-        if args.reuse and kept:
-            corpus = get_corpus(conn, "scale")
-            conn.commit()
-            conn.autocommit = True
-        else:
-            corpus, _ = load(conn, data, MemorySampler(postmaster_pid(conn)))
-        emb = Vectors()
-        g = np.arange(len(data.vectors)) % 100
-        rows: list[list[Any]] = []
-        raw: list[dict[str, Any]] = []
-        for si, (shape, text) in enumerate(shapes([1, 2, 3, 5, 8]).items()):
-            tree = parse(text)
-            n_terms = len(set(text.split('"')[1::2]))
-            queries = make_queries(data, args.queries, n_terms, args.seed + 100 * si)
-            for fname in ("none", "1%"):
-                opts = SearchOptions(k=10, filters=FILTERS[fname])
-                mask = FILTER_MASK[fname](g)
-                rec: dict[str, list[float]] = {"python": [], "sql+guide": [], "sql": []}
-                lat: dict[str, list[float]] = {"python": [], "sql+guide": [], "sql": []}
-                same = {"sql+guide": 0, "sql": 0}
-                for vecs in queries:
-                    truth = exact_top(tree, data, vecs, mask, 10)
-                    emb.current = vecs
-                    t0 = time.perf_counter()
-                    py = [h.id for h in search(conn, corpus, tree, embedder=emb, options=opts).hits]
-                    lat["python"].append(time.perf_counter() - t0)
-                    rec["python"].append(recall(py, truth, 10))
-                    with_guide = search_json(tree, opts, vecs)
-                    without = {**with_guide, "guide": True}
-                    for method, query in (("sql+guide", with_guide), ("sql", without)):
-                        t0 = time.perf_counter()
-                        got = [r[0] for r in conn.execute(
-                            "SELECT id FROM pglogic.search(%s, %s)", (corpus.name, Jsonb(query)))]  # fmt: skip
-                        lat[method].append(time.perf_counter() - t0)
-                        rec[method].append(recall(got, truth, 10))
-                        same[method] += got == py
-                n = len(queries)
-                row = {"shape": shape, "filter": fname, "queries": n,
-                       **{f"recall_{m}": round(float(np.mean(v)), 3) for m, v in rec.items()},
-                       **{f"same_{m}": same[m] for m in same},
-                       **{f"p50_ms_{m}": round(1000 * percentile(v, 50), 2) for m, v in lat.items()}}  # fmt: skip
-                raw.append(row)
-                rows.append([shape, fname, row["recall_python"], row["recall_sql+guide"],
-                             row["recall_sql"], f"{same['sql+guide']}/{n}", f"{same['sql']}/{n}",
-                             row["p50_ms_python"], row["p50_ms_sql+guide"], row["p50_ms_sql"]])  # fmt: skip
-                print(rows[-1], flush=True)
-    m = machine(base)
-    table = md_table(["shape", "filter", "recall@10 python", "recall@10 sql+guide",
-                      "recall@10 sql", "same ids+order sql+guide", "same ids+order sql",
-                      "p50 ms python", "p50 ms sql+guide", "p50 ms sql"], rows)  # fmt: skip
-    md = (f"# The SQL function vs the Python search (`bench/sql_parity.py`)\n\n{machine_md(m)}\n\n"
-          f"{args.size:,} vectors (bench/scale.py's manifold data), k = 10, default options, "
-          f"{args.queries} queries per shape and filter. *sql+guide*: `pglogic.search` given the "
-          "guide vector `search_json` computes; *sql*: the function computes the guide itself.\n\n"
-          + table + "\n")  # fmt: skip
-    write_results("sql_parity", {"machine": m, "size": args.size, "rows": raw}, md)
+    print(f"dataset {args.size:,} in {time.perf_counter() - t_start:.0f} s", flush=True)
+    reused = False
+    if args.reuse and database_exists(base, db_name):
+        dsn = make_conninfo(base, dbname=db_name)
+        with connect(dsn) as conn:
+            reused = complete(conn, args.size)
+        if not reused:
+            print(f"{db_name} is incomplete: loading again", flush=True)
+    if not reused:
+        dsn = fresh_database(base, db_name)
+    sizes = previous_sizes()
+    kept = sizes.get(str(args.size), {})
+    try:
+        with connect(dsn) as conn:
+            if reused:
+                corpus = get_corpus(conn, "scale")
+                conn.commit()
+                conn.autocommit = True
+                loaded = kept.get("load") or {"reused": True}
+            else:
+                mem = MemorySampler(postmaster_pid(conn))
+                corpus, loaded = load(conn, data, mem)
+                mem.stop()
+            print(f"loaded {loaded} at {time.perf_counter() - t_start:.0f} s", flush=True)
+            busy = cpu_busy()
+            t0 = time.perf_counter()
+            rows = run_shapes(conn, corpus, data, args.queries, args.seed)
+            query_s = round(time.perf_counter() - t0, 1)
+        sizes[str(args.size)] = {"load": loaded, "rows": rows, "query_s": query_s,
+                                 "cpu_busy_before": round(busy, 3), "queries": args.queries,
+                                 "seed": args.seed}  # fmt: skip
+        results = {"machine": machine(base), "sizes": sizes}
+        write_results(NAME, results, markdown(results))
+        print(f"done in {time.perf_counter() - t_start:.0f} s", flush=True)
+    finally:
+        if not args.keep:
+            drop_database(base, db_name)
 
 
 if __name__ == "__main__":
