@@ -167,8 +167,13 @@ def markdown(results: dict[str, Any]) -> str:
                                "p50 ms sql+guide", "p50 ms sql"], rows))  # fmt: skip
         tot = {m: sum(q[f"same_{m}"] for q in r["rows"]) for m in METHODS[1:]}
         nq = sum(q["queries"] for q in r["rows"])
+        ratio = {m: float(np.median([q[f"p50_ms_{m}"] / q["p50_ms_python"] for q in r["rows"]]))
+                 for m in METHODS[1:]}  # fmt: skip
         parts += ["", f"Same ids in the same order as python: sql+guide {tot['sql+guide']}/{nq}, "
-                  f"sql {tot['sql']}/{nq}."]  # fmt: skip
+                  f"sql {tot['sql']}/{nq}. Median over the rows of p50 / python's p50: sql+guide "
+                  f"{ratio['sql+guide']:.2f}, sql {ratio['sql']:.2f} (*sql* - *sql+guide* is the "
+                  "guide ascent in PL/pgSQL: it grows with the terms of an AND / NOT; the OR "
+                  "rows barely differ)."]  # fmt: skip
     return "\n".join(parts) + "\n"
 
 
