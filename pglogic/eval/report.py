@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pglogic.eval.compare import ALPHA, Comparison, compare, family_of, losses
 from pglogic.eval.derive import EvalQuery
 from pglogic.eval.evaluate import (
     DECOMPOSED,
@@ -35,6 +36,15 @@ from pglogic.eval.evaluate import (
     without_not,
 )
 from pglogic.eval.metrics import METRICS, aggregate
+
+#: The methods of the papers behind pglogic (ITLR's operators, NSFL's modes and geometric
+#: baseline, BoolQuestions' decomposed set operations) and dense retrieval.
+PAPER_METHODS = (
+    DENSE, "pglogic[itlr]", "pglogic-nsfl", "pglogic-nsfl-rerank", "pglogic-sqo",
+    "pglogic-sqo-rerank", GEOMETRIC, DECOMPOSED,
+)  # fmt: skip
+#: Significance level of "the default beats every paper's method over all queries".
+OVERALL_ALPHA = 0.01
 
 #: The issue's targets for queries with NOT, against the dense baseline.
 NEG_RECALL_CUT = 0.80  # NegRecall@10 at least 80% lower
@@ -172,6 +182,33 @@ def targets(result: EvalResult) -> dict[str, dict[str, Any]]:
     return out
 
 
+def comparisons(result: EvalResult) -> dict[str, list[Comparison]]:
+    """The default engine against every other method, nDCG@10, Holm-corrected per table.
+
+    ``family``: per template family (:func:`pglogic.eval.compare.family_of`); ``template``:
+    per template; ``overall``: all queries, against :data:`PAPER_METHODS` only.
+
+    Example:
+        >>> [c.method for c in comparisons(result)["overall"] if c.loss]  # doctest: +SKIP
+        []
+    """
+    if HEADLINE not in result.per_query:
+        return {}
+    others = [m for m in result.methods if m != HEADLINE]
+    by_family: dict[str, list[str]] = {}
+    by_template: dict[str, list[str]] = {}
+    for q in result.queries:
+        by_family.setdefault(family_of(q.tree), []).append(q.id)
+        by_template.setdefault(q.template, []).append(q.id)
+    every = {"all queries": [q.id for q in result.queries]}
+    papers = [m for m in PAPER_METHODS if m in result.per_query]
+    return {
+        "family": compare(result.per_query, by_family, HEADLINE, others),
+        "template": compare(result.per_query, by_template, HEADLINE, others),
+        "overall": compare(result.per_query, every, HEADLINE, papers),
+    }
+
+
 def _negations(q: EvalQuery) -> int | None:
     """Negations of a 3-term ITLR template (their Table 1: same length, more NOTs)."""
     return q.n_negations if q.group == "itlr3" else None
@@ -232,6 +269,10 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "significance": _paired_json(result.significance),
             "versus_headline": _paired_json(result.versus_headline),
             "targets": targets(result),
+            "comparisons": {
+                table: [{**vars(c), "loss": c.loss} for c in rows]
+                for table, rows in comparisons(result).items()
+            },
             "queries": [_query_json(q) for q in result.queries],
             # per_query[method][qid] = the values of "metrics", in that order (compact)
             "metrics": list(METRICS),
@@ -303,6 +344,7 @@ def to_markdown(result: EvalResult) -> str:
         _md_with_and_without_not(result, methods),
         _md_breakdowns(result, methods),
         _md_per_template(result, methods),
+        _md_losses(result),
         _md_significance(result, methods),
         _md_versus_headline(result),
         _md_targets(result),
@@ -402,6 +444,51 @@ def _md_per_template(result: EvalResult, methods: Sequence[str]) -> list[str]:
     ]
     header = ["template", "queries", *methods]
     return ["## Per template (nDCG@10 / NegRecall@10)", "", *md_table(header, rows)]
+
+
+def _comparison_rows(rows: Iterable[Comparison]) -> list[list[str]]:
+    return [
+        [
+            f"`{c.group}`", c.method, str(c.n), _fmt(c.base), _fmt(c.other), f"{-c.delta:+.3f}",
+            f"{c.p:.2g}", f"**{c.p_holm:.2g}**" if c.loss else f"{c.p_holm:.2g}",
+        ]
+        for c in rows
+    ]  # fmt: skip
+
+
+def _md_losses(result: EvalResult) -> list[str]:
+    """Where the default engine's nDCG@10 is below another method's: per template family and
+    per template (Holm-corrected Wilcoxon), and over all queries against the papers' methods."""
+    tables = comparisons(result)
+    if not tables:
+        return []
+    header = ["group", "method", "n", HEADLINE, "method", "Δ default", "p", "p (Holm)"]
+    out = [
+        f"## Where {HEADLINE} is below another method (nDCG@10)",
+        "",
+        "Two-sided Wilcoxon signed-rank test per group and method; p (Holm) is adjusted over "
+        f"all the tests of its table (family-wise error {ALPHA}); **bold**: a significant loss. "
+        "Groups with fewer than 5 queries are not tested.",
+        "",
+    ]
+    for table, title in (("family", "Per template family"), ("template", "Per template")):
+        rows = losses(tables[table])
+        n_loss = sum(c.loss for c in rows)
+        out += [
+            f"### {title}: {n_loss} significant loss(es), {len(rows)} lower mean(s) "
+            f"of {len(tables[table])} comparisons",
+            "",
+        ]
+        out += md_table(header, _comparison_rows(rows)) if rows else ["None.", ""]
+    overall = tables["overall"]
+    beats = [c for c in overall if c.delta < 0 and c.p_holm < OVERALL_ALPHA]
+    out += [
+        f"### All queries, against the papers' methods: {HEADLINE} significantly better "
+        f"(Holm-adjusted p < {OVERALL_ALPHA}) than {len(beats)} of {len(overall)}",
+        "",
+        *md_table(header, _comparison_rows(overall)),
+    ]
+    return out
 
 
 def _md_significance(result: EvalResult, methods: Sequence[str]) -> list[str]:
