@@ -289,7 +289,7 @@ def markdown(data: dict[str, Any]) -> str:
                 "NegRecall@10 / dense",
             ],
             rows,
-        )  # fmt: skip
+        )
     )
     lines += ["", f"Chosen on all three: `{data['chosen_on_all']}`.", ""]
     lines += ["## NOT queries of the candidates near the choice", ""]

@@ -31,9 +31,16 @@ from psycopg.conninfo import make_conninfo
 
 from pglogic.embed.registry import CachedEmbedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
 from pglogic.engine.filters import Comparison, Contains, Filter, parse_filter
 from pglogic.engine.nsfl import evaluate_nsfl_numpy
-from pglogic.engine.operators import PRESETS, OperatorFamily, evaluate_numpy, itlr_combinations
+from pglogic.engine.operators import (
+    DEFAULT_FAMILY,
+    PRESETS,
+    OperatorFamily,
+    evaluate_numpy,
+    itlr_combinations,
+)
 from pglogic.engine.plans import guide_only_plan, union_plan
 from pglogic.engine.source import Corpus
 from pglogic.engine.sqo import sqo_vector
@@ -190,7 +197,8 @@ def test_compiled_shape(case: GoldenCase) -> None:
     tree = parse(case.query)
     compiled = compile_query(tree, GOLDEN_CORPUS, opts)
     text = compiled.as_string()
-    assert compiled.terms == terms(tree)
+    assert compiled.terms == scored_terms(tree, opts.and_text)
+    assert compiled.terms[: len(terms(tree))] == terms(tree)
     guide_only = guide_only_plan(tree, opts)
     expected_ctes = [] if opts.exact or guide_only else positive_terms(tree)
     if guide_only:  # the guide's scan is the only index scan
@@ -245,7 +253,7 @@ def test_statements_are_cached_per_shape() -> None:
 
 def test_identical_terms_share_one_cte_and_one_vector() -> None:
     tree = parse('"a" AND "b" OR "a" AND NOT "c" OR NOT NOT "a" OR ("b" AND "a")')
-    compiled = compile_query(tree, GOLDEN_CORPUS)
+    compiled = compile_query(tree, GOLDEN_CORPUS, SearchOptions(and_text=0))
     text = compiled.as_string()
     assert compiled.terms == ["a", "b", "c"]
     assert compiled.candidate_terms == ["a", "b"]
@@ -399,7 +407,10 @@ def run_hand(
     k: int = len(HAND_DOCS),
     filters: Sequence[Filter] = (),
 ) -> list[Hit]:
-    opts = SearchOptions(k=k, operators=family, truth=truth, exact=exact, filters=tuple(filters))
+    # the operators on hand-made vectors: no AND text (it would need a vector of its own)
+    opts = SearchOptions(
+        k=k, operators=family, truth=truth, exact=exact, filters=tuple(filters), and_text=0
+    )
     compiled = compile_query(parse(query), corpus, opts)
     return execute(conn, compiled, dict(HAND_TERMS))
 
@@ -439,7 +450,8 @@ HAND_CASES: list[tuple[str, Callable[[dict[str, int]], bool], str]] = [
 @db
 def test_hand_queries_use_the_hnsw_index(index_conn: psycopg.Connection[Any], hand: Corpus) -> None:
     for query in sorted({q for q, _, _ in HAND_CASES}):
-        compiled = compile_query(parse(query), hand, SearchOptions(k=len(HAND_DOCS)))
+        opts = SearchOptions(k=len(HAND_DOCS), and_text=0)
+        compiled = compile_query(parse(query), hand, opts)
         assert uses_hnsw(index_conn, compiled, compiled.with_vectors(HAND_TERMS)), query
 
 
@@ -493,10 +505,12 @@ def test_guide_scan_finds_the_document_deep_in_every_term_list(
     ingest_records(engine_conn, corpus, records, embedder=None)
     vecs = {"a": np.array([1.0, 0.0, 0.0]), "b": np.array([0.0, 1.0, 0.0])}
     tree = parse('"a" AND "b"')
-    exact = execute(engine_conn, compile_query(tree, corpus, SearchOptions(k=1, exact=True)), vecs)
+    exact = execute(
+        engine_conn, compile_query(tree, corpus, SearchOptions(k=1, exact=True, and_text=0)), vecs
+    )
     assert [h.external_id for h in exact] == ["both"]
     for guide, want in ((False, False), (True, True)):
-        compiled = compile_query(tree, corpus, SearchOptions(k=1, depth=5, guide=guide))
+        compiled = compile_query(tree, corpus, SearchOptions(k=1, depth=5, guide=guide, and_text=0))
         assert (compiled.guide_param is not None) is guide
         hits = execute(engine_conn, compiled, vecs)
         assert (hits[0].external_id == "both") is want
@@ -636,11 +650,12 @@ class RealCorpus:
     embeddings: npt.NDArray[np.float64]
     vectors: dict[str, npt.NDArray[np.float32]]
 
-    def sims(self, query: str) -> dict[str, npt.NDArray[np.float64]]:
-        """Cosine similarity of every document to every term of ``query``, in float64."""
+    def sims(self, query: str, and_text: int = 0) -> dict[str, npt.NDArray[np.float64]]:
+        """Cosine similarity of every document to every scored text of ``query`` (its terms,
+        and its AND texts when ``and_text`` > 0), in float64."""
         norms = np.linalg.norm(self.embeddings, axis=1)
         out = {}
-        for t in terms(parse(query)):
+        for t in scored_terms(parse(query), and_text):
             v = self.vectors[t].astype(np.float64)
             out[t] = self.embeddings @ v / (norms * np.linalg.norm(v))
         return out
@@ -664,7 +679,13 @@ def reuters(engine_conn: psycopg.Connection[Any], minilm: Any, shared_data: Path
     rows = engine_conn.execute(
         sql.SQL("SELECT id, {} FROM {} ORDER BY id").format(corpus.embedding, corpus.table)
     ).fetchall()
-    all_terms = sorted({t for q in RECALL_QUERIES for t in terms(parse(q))})
+    all_terms = sorted(
+        {
+            t
+            for q in RECALL_QUERIES + PARITY_QUERIES
+            for t in scored_terms(parse(q), DEFAULT_AND_TEXT)
+        }
+    )
     vectors = dict(zip(all_terms, minilm.embed(all_terms), strict=True))
     return RealCorpus(
         corpus,
@@ -689,11 +710,12 @@ def test_sql_scores_equal_numpy(
     engine_conn: psycopg.Connection[Any], reuters: RealCorpus, family: OperatorFamily, truth: str
 ) -> None:
     for query in PARITY_QUERIES:
-        tree = parse(query)
         opts = SearchOptions(k=N_REAL, operators=family, truth=truth, exact=True)
+        # the score's tree: each AND's own text joins it (pglogic.engine.conjunction)
+        tree = with_and_texts(parse(query), opts.and_text)
         hits = run_real(engine_conn, reuters, query, opts)
         assert len(hits) == N_REAL
-        sims = reuters.sims(query)
+        sims = reuters.sims(query, opts.and_text)
         expected = evaluate_numpy(tree, sims, family, truth)
         row = {int(i): n for n, i in enumerate(reuters.ids)}
         order = [row[h.id] for h in hits]
@@ -1067,7 +1089,15 @@ def test_overfetch_returns_k_rows_without_iterative_scans(
         options=SearchOptions(k=10, filters=rare, iterative_scan=False, depth=100),
     )  # fmt: skip
     assert "database_approximate" in res.timings
-    exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
+    exact = run_hand(
+        index_conn,
+        filtered,
+        '"A" AND NOT "B"',
+        k=10,
+        filters=list(rare),
+        exact=True,
+        family=DEFAULT_FAMILY,
+    )
     assert len(res.hits) == 10
     assert [h.id for h in res.hits] == [h.id for h in exact]
 
@@ -1082,7 +1112,15 @@ def test_selective_filters_score_the_matching_rows(
     res = search(index_conn, filtered, '"A" AND NOT "B"', embedder=emb,
                  options=SearchOptions(k=10, filters=rare))  # fmt: skip
     assert res.compiled.candidate_terms == [] and "hnsw.ef_search" not in res.compiled.settings
-    exact = run_hand(index_conn, filtered, '"A" AND NOT "B"', k=10, filters=list(rare), exact=True)
+    exact = run_hand(
+        index_conn,
+        filtered,
+        '"A" AND NOT "B"',
+        k=10,
+        filters=list(rare),
+        exact=True,
+        family=DEFAULT_FAMILY,
+    )
     assert [h.id for h in res.hits] == [h.id for h in exact]
     # an explicit depth keeps the index path
     res = search(index_conn, filtered, '"A" AND NOT "B"', embedder=emb,

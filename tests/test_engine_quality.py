@@ -19,8 +19,9 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
 from pglogic.engine.source import Corpus
-from pglogic.query import parse, terms
+from pglogic.query import parse
 from pglogic.store.corpus import build_index, create_corpus
 from pglogic.store.db import connect
 from pglogic.store.ingest import ingest_path
@@ -97,7 +98,7 @@ def test_approximate_recall_on_shared_data(
     limit, queries = DATASETS[dataset]
     with connect(dsn, autocommit=True) as conn:
         corpus = load(conn, shared_data / dataset / "corpus.jsonl.gz", limit, minilm)
-        all_terms = sorted({t for q in queries for t in terms(parse(q))})
+        all_terms = sorted({t for q in queries for t in scored_terms(parse(q), DEFAULT_AND_TEXT)})
         vectors = dict(zip(all_terms, minilm.embed(all_terms), strict=True))
         recalls, minimal = [], []
         for query in queries:

@@ -185,8 +185,11 @@ def test_paper_example_sql_and_value() -> None:
     expected = (sims["dog"] + sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
     np.testing.assert_allclose(evaluate_numpy(tree, sims, "itlr"), expected)
     np.testing.assert_allclose(expected, [0.4, 0.729])
-    # the default, product-max: OR is the larger of its operands
-    default = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
+    # product-max: OR is the larger of its operands
+    pm = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
+    np.testing.assert_allclose(evaluate_numpy(tree, sims, "product-max"), pm)
+    # the default, product-max-strong: the same with NOT (1 - x)^1.75
+    default = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"]) ** 1.75
     np.testing.assert_allclose(evaluate_numpy(tree, sims), default)
 
 
@@ -321,13 +324,14 @@ def test_presets() -> None:
     def parts(f: OperatorFamily) -> tuple[str, str, str]:
         return (f.and_.name, f.or_.name, f.not_.name)
 
+    assert parts(PRESETS["product-max-strong"]) == ("product", "max", "complement^1.75")
     assert parts(PRESETS["product-max"]) == ("product", "max", "complement")
     assert parts(PRESETS["itlr"]) == ("product", "sum", "complement")
     assert parts(PRESETS["godel"]) == ("min", "max", "complement")
     assert parts(PRESETS["lukasiewicz"]) == ("lukasiewicz", "lukasiewicz", "complement")
     assert parts(PRESETS["product"]) == ("product", "probsum", "complement")
-    assert resolve_family(None) is PRESETS["product-max"]
-    assert resolve_family("") is PRESETS["product-max"]
+    assert resolve_family(None) is PRESETS["product-max-strong"]
+    assert resolve_family("") is PRESETS["product-max-strong"]
     assert resolve_family(" Godel ") is PRESETS["godel"]
     assert resolve_family(PRESETS["product"]) is PRESETS["product"]
 
@@ -354,9 +358,12 @@ def test_family_names_resolve_back(family: OperatorFamily) -> None:
     ("spec", "parts"),
     [
         ("and=min,or=max,not=reciprocal", ("min", "max", "reciprocal")),
-        ("and=min", ("min", "max", "complement")),
+        ("and=min", ("min", "max", "complement^1.75")),
         ("not=reciprocal", ("product", "max", "reciprocal")),
-        (" OR = probsum , AND = lukasiewicz ", ("lukasiewicz", "probsum", "complement")),
+        (" OR = probsum , AND = lukasiewicz ", ("lukasiewicz", "probsum", "complement^1.75")),
+        ("not=complement^2.5", ("product", "max", "complement^2.5")),
+        ("not=complement^1", ("product", "max", "complement")),
+        ("itlr:min/max/complement^3", ("min", "max", "complement^3")),
         ("itlr:min/max/complement", ("min", "max", "complement")),
         ("itlr[sum, max, reciprocal]", ("sum", "max", "reciprocal")),
     ],
@@ -367,9 +374,9 @@ def test_resolve_family_specs(spec: str, parts: tuple[str, str, str]) -> None:
 
 
 USAGE = (
-    "use a preset (product-max, itlr, godel, lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in "
-    "{product, sum, min, lukasiewicz}, OR in {sum, max, probsum, lukasiewicz}, "
-    "NOT in {complement, reciprocal}"
+    "use a preset (product-max-strong, product-max, itlr, godel, lukasiewicz, product) or "
+    "and=NAME,or=NAME,not=NAME with AND in {product, sum, min, lukasiewicz}, "
+    "OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal, complement^G}"
 )
 
 
@@ -390,7 +397,17 @@ USAGE = (
         (
             "and=min,not=negate",
             "Unknown NOT operator 'negate' in operator family 'and=min,not=negate': "
-            "valid NOT operators are complement, reciprocal",
+            "valid NOT operators are complement, reciprocal, complement^G (G > 0)",
+        ),
+        (
+            "not=complement^0",
+            "The exponent of complement^G must be in (0, 100], got 0.0 in operator family "
+            "'not=complement^0'",
+        ),
+        (
+            "not=complement^-1",
+            "Unknown NOT operator 'complement^-1' in operator family 'not=complement^-1': "
+            "valid NOT operators are complement, reciprocal, complement^G (G > 0)",
         ),
         (
             "xor=max",

@@ -112,13 +112,14 @@ def _expected(engine_url: str, query: str, minilm: Any, where: str = "TRUE") -> 
     engine.dispose()
     ids = np.array([r[0] for r in rows])
     mat = np.stack([np.asarray(r[1], dtype=np.float64) for r in rows])
-    tree = parse(query)
-    from pglogic.query import terms
+    from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
 
-    tv = minilm.embed(terms(tree)).astype(np.float64)
+    texts = scored_terms(parse(query), DEFAULT_AND_TEXT)
+    tree = with_and_texts(parse(query), DEFAULT_AND_TEXT)  # the default engine's score
+    tv = minilm.embed(texts).astype(np.float64)
     sims = {t: mat @ tv[i] / np.linalg.norm(mat, axis=1) / np.linalg.norm(tv[i])
-            for i, t in enumerate(terms(tree))}  # fmt: skip
-    score = evaluate_numpy(tree, sims, resolve_family("itlr"))
+            for i, t in enumerate(texts)}  # fmt: skip
+    score = evaluate_numpy(tree, sims, resolve_family(None))
     order = np.lexsort((ids, -score))
     return [int(i) for i in ids[order]]
 
@@ -134,7 +135,10 @@ def test_orm_select_ranks_like_the_reference(engine_url: str, minilm: Any) -> No
     assert len(rows) == 5
     article, score, sim_coffee, sim_tea = rows[0]
     assert isinstance(article, Article) and "offee" in article.body and "tea" not in article.body
-    assert score == pytest.approx(max(0, min(1, sim_coffee)) * (1 - max(0, min(1, sim_tea))))
+    # the default family: product, max and NOT (1 - x)^1.75
+    assert score == pytest.approx(
+        max(0, min(1, sim_coffee)) * (1 - max(0, min(1, sim_tea))) ** 1.75
+    )
     assert [r[0].id for r in rows] == _expected(engine_url, q, minilm)[:5]
     assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
 

@@ -6,5 +6,5 @@ Pure: no I/O, no database connection, no embedding model. Imports only :mod:`pgl
 Example:
     >>> from pglogic.engine.operators import DEFAULT_FAMILY
     >>> DEFAULT_FAMILY
-    'product-max'
+    'product-max-strong'
 """

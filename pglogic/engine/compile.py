@@ -67,6 +67,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
+from pglogic.engine.conjunction import MAX_AND_TEXT, and_texts, scored_terms, with_and_texts
 from pglogic.engine.filters import filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
@@ -314,7 +315,7 @@ def shape_of(tree: Node) -> str:
     return to_string(map_terms(tree, index.__getitem__))
 
 
-def _cached(key: tuple[Any, ...], tree: Node) -> CompiledQuery | None:
+def _cached(key: tuple[Any, ...], tree: Node, weight: int) -> CompiledQuery | None:
     """The cached statement of ``key``'s shape, for ``tree``'s words; None when not cached.
 
     Raises TypeError when the key is unhashable (a Contains filter's dict).
@@ -325,7 +326,7 @@ def _cached(key: tuple[Any, ...], tree: Node) -> CompiledQuery | None:
             return None
         _SHAPES.move_to_end(key)
     hit = replace(
-        cached, terms=terms(tree), tree=tree,
+        cached, terms=scored_terms(tree, weight), tree=tree,
         candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
     )  # fmt: skip
     hit.__dict__["text"] = cached.text  # the rendered statement (a cached_property)
@@ -377,9 +378,10 @@ def compile_query(
     key: tuple[Any, ...] | None = None
     if isinstance(target, Corpus) and extra_where is None and not opts.mode.startswith("nsfl"):
         key = (shape_of(tree), target.table_name, target.column, target.dim, opts,
-               server_has_iterative_scan, param_prefix, filter_selectivity)  # fmt: skip
+               server_has_iterative_scan, param_prefix, filter_selectivity,
+               _layout(tree, opts))  # fmt: skip
         try:
-            hit = _cached(key, tree)
+            hit = _cached(key, tree, _and_weight(tree, opts))
         except TypeError:  # unhashable filter values (a Contains filter's dict)
             key, hit = None, None
         if hit is not None:
@@ -445,9 +447,17 @@ def _plan(
 
 
 def _check_options(opts: SearchOptions) -> None:
-    """Refuse a k below 1 and an unknown mode (InvalidInput)."""
+    """Refuse a k below 1, an unknown mode and an and_text weight out of range (InvalidInput)."""
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
+    if (
+        not isinstance(opts.and_text, int)
+        or isinstance(opts.and_text, bool)
+        or not 0 <= opts.and_text <= MAX_AND_TEXT
+    ):
+        raise InvalidInput(
+            f"Invalid and_text={opts.and_text!r}: a whole number from 0 to {MAX_AND_TEXT}"
+        )
     if opts.mode not in MODES:
         raise InvalidInput(f"Unknown mode {opts.mode!r}: valid modes are {', '.join(MODES)}")
 
@@ -546,9 +556,12 @@ def _parts(
     family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
     mode = "fuzzy" if isinstance(tree, Term) else opts.mode
     question = opts.question.strip() if opts.question and opts.question.strip() else None
-    texts = scored_texts(tree, question) if mode.startswith("nsfl") else terms(tree)
+    weight = _and_weight(tree, opts)
+    texts = scored_texts(tree, question) if mode.startswith("nsfl") else scored_terms(tree, weight)
     index = {t: i for i, t in enumerate(texts)}
-    score, layers, rel = _score(tree, mode, family, opts.truth, index, question)
+    score, layers, rel = _score(
+        with_and_texts(tree, weight), mode, family, opts.truth, index, question
+    )
     where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
     if extra_where is not None:
         where = sql.SQL("{} AND ({})").format(where, extra_where)
@@ -565,6 +578,21 @@ def _parts(
         tree, opts, src, family, pre, mode, question, texts, index, sql.SQL(", ").join(sim_items),
         where, final, bool(layers), params,
     )  # fmt: skip
+
+
+def _and_weight(tree: Node, opts: SearchOptions) -> int:
+    """The weight of the AND texts (:mod:`pglogic.engine.conjunction`): fuzzy mode only."""
+    return opts.and_text if opts.mode == "fuzzy" and not isinstance(tree, Term) else 0
+
+
+def _layout(tree: Node, opts: SearchOptions) -> tuple[int, ...]:
+    """Where each AND text sits among the scored texts: a phrase equal to one of the query's
+    terms shares its column, which depends on the words, not only on the shape."""
+    weight = _and_weight(tree, opts)
+    if not weight:
+        return ()
+    texts = scored_terms(tree, weight)
+    return tuple(texts.index(p) for p in and_texts(tree))
 
 
 def _score(

@@ -25,7 +25,7 @@ Example:
     >>> v = {"a": np.array([1.0, 0.0, 0.0]), "b": np.array([0.0, 1.0, 0.0]),
     ...      "c": np.array([0.6, 0.0, 0.8])}
     >>> g = guide_vector(parse('"a" AND "b" AND NOT "c"'), v)
-    >>> bool(g @ v["a"] > 0.5 and g @ v["b"] > 0.5 and g @ v["c"] < g @ v["a"])
+    >>> bool(g @ v["a"] > 0.4 and g @ v["b"] > 0.4 and g @ v["c"] < 0.1)
     True
 """
 

@@ -205,6 +205,10 @@ class LayeredSql:
         """``exp(x)``."""
         return SqlValue(_SQL.exp(x.expr), x.level)
 
+    def power(self, x: SqlValue, exponent: float) -> SqlValue:
+        """``power(x, exponent)``."""
+        return SqlValue(_SQL.power(x.expr, exponent), x.level)
+
     def where_lt(self, pairs: Sequence[tuple[SqlValue, SqlValue]], then: SqlValue,
                  otherwise: SqlValue) -> SqlValue:  # fmt: skip
         """``CASE WHEN a < b AND ... THEN then ELSE otherwise END``."""

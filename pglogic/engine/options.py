@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily
 
@@ -60,6 +61,10 @@ class SearchOptions:
     paper does: ``operators`` and ``truth`` then only steer the guide scan; the SQO modes climb
     (and ``sqo-rerank`` ranks by) the fuzzy formula with ``operators`` and ``truth``.
 
+    ``and_text`` (fuzzy mode) is the weight of each AND's own text
+    (:mod:`pglogic.engine.conjunction`): the phrase of its positive operands is scored too and
+    joins the AND that many more times; 0 scores the formula alone.
+
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
     :class:`~pglogic.errors.SearchTimeout`.
@@ -84,3 +89,4 @@ class SearchOptions:
     rerank_depth: int | None = None
     seed: int = 0
     timeout: float | None = None
+    and_text: int = DEFAULT_AND_TEXT

@@ -195,8 +195,8 @@ def render(
         >>> from pglogic.query import parse
         >>> corpus = Corpus(1, "news", "corpus_1", "m", 2, "cosine", "embedding", None, None)
         >>> r = render(compile_query(parse('"a" OR ("b" AND "c")'), corpus), "numbered")
-        >>> r.names, r.params
-        (('v0', 'v1', 'v2', 'depth', 'vg', 'gdepth', 'k'), {'k': 10, 'depth': 174, 'gdepth': 200})
+        >>> r.names, r.params  # v3: the phrase "b and c" (pglogic.engine.conjunction)
+        (('v0', 'v1', 'v2', 'v3', 'depth', 'vg', 'gdepth', 'k'), {'k': 10, 'depth': 174, 'gdepth': 200})
     """
     if style not in STYLES:
         raise InvalidInput(f"Unknown placeholder style {style!r}: use {' or '.join(STYLES)}")

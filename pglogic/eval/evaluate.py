@@ -46,6 +46,7 @@ from pglogic.api import PgLogic
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import CachedEmbedder, get_query_embedder
 from pglogic.engine.compile import MODES, CompiledQuery, SearchOptions, Source, compile_query
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS, OperatorFamily, itlr_combinations
 from pglogic.engine.source import Corpus
 from pglogic.errors import InvalidInput, UnknownCorpus
@@ -54,7 +55,7 @@ from pglogic.eval.calibrate import Calibration, fit_corpus, fit_logistic, label_
 from pglogic.eval.data import Dataset
 from pglogic.eval.derive import Derived, EvalQuery, derive_queries
 from pglogic.eval.metrics import METRICS, Paired, aggregate, evaluate_run, paired_test
-from pglogic.query import positive_terms, terms
+from pglogic.query import positive_terms
 from pglogic.store.db import Connection
 from pglogic.store.search import execute, server_has_iterative_scan
 
@@ -75,7 +76,7 @@ def mode_method(mode: str) -> str:
 
     Example:
         >>> mode_method("nsfl"), mode_method("fuzzy")
-        ('pglogic-nsfl', 'pglogic[product-max]')
+        ('pglogic-nsfl', 'pglogic[product-max-strong]')
     """
     return HEADLINE if mode == "fuzzy" else f"pglogic-{mode}"
 
@@ -85,7 +86,7 @@ def calibrated_method(label: str) -> str:
 
     Example:
         >>> calibrated_method("unsupervised")
-        'pglogic[product-max|unsupervised]'
+        'pglogic[product-max-strong|unsupervised]'
     """
     return f"pglogic[{DEFAULT_FAMILY}|{label}]"
 
@@ -144,14 +145,29 @@ def method_name(family: OperatorFamily) -> str:
 def default_families() -> list[OperatorFamily]:
     """The default family, ITLR's 12 combinations and the other presets (no formula twice).
 
+    Only the default family scores each AND's own text too (``and_text``, the engine's
+    default); the others are the operators alone, as the papers define them
+    (:func:`and_text_for`), so ``pglogic[product-max]`` is the engine's previous default.
+
     Example:
         >>> [method_name(f) for f in default_families()[:2]], len(default_families())
-        (['pglogic[product-max]', 'pglogic[itlr]'], 14)
+        (['pglogic[product-max-strong]', 'pglogic[itlr]'], 15)
     """
     out: dict[str, OperatorFamily] = {}
     for fam in [PRESETS[DEFAULT_FAMILY], *itlr_combinations(), *PRESETS.values()]:
         out.setdefault(fam.spec, fam)
     return list(out.values())
+
+
+def and_text_for(family: OperatorFamily) -> int:
+    """The ``and_text`` weight an evaluation runs ``family`` with: the engine's default for the
+    default family, 0 (the operators alone) for every other.
+
+    Example:
+        >>> and_text_for(PRESETS[DEFAULT_FAMILY]), and_text_for(PRESETS["product-max"])
+        (2, 0)
+    """
+    return DEFAULT_AND_TEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0
 
 
 def corpus_name_for(ds: Dataset, model: str) -> str:
@@ -286,7 +302,7 @@ class _Runner:
         return out
 
     def run(self, q: EvalQuery) -> dict[str, list[str]]:
-        term_list = terms(q.tree)
+        term_list = scored_terms(q.tree, DEFAULT_AND_TEXT)  # the terms, then the AND texts
         vectors = dict(zip(term_list, self.embedder.embed(term_list), strict=True))
         dense_vec = self.embedder.embed([q.text])[0]
         one = self.one
@@ -294,7 +310,9 @@ class _Runner:
         out[DENSE] = self.timed(DENSE, partial(_ranked, self.conn, one, {QUERY_VECTOR: dense_vec}))
         exact = not positive_terms(q.tree)
         for fam in self.families:
-            opts = SearchOptions(k=self.k, operators=fam, exact=exact, truth=self.truth)
+            opts = SearchOptions(
+                k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
+            )
             compiled = compile_query(
                 q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
             )
@@ -518,6 +536,7 @@ __all__ = [
     "METRICS",
     "EvalResult",
     "K",
+    "and_text_for",
     "calibrate_dataset",
     "calibrated_method",
     "corpus_embeddings",

@@ -1,0 +1,116 @@
+"""The conjunction's own text: an AND is also scored as one phrase (no I/O).
+
+Dense retrieval embeds "jacobian and robotic arm" as one phrase and ranks plain conjunctions
+better than the product of two soft similarities (``bench/results/frontier.md``). So, with
+``and_text`` = w > 0, every AND node with two or more positive operands also scores each
+document against the text of those operands as one phrase (:func:`pglogic.query.to_text`:
+``jacobian and robotic arm``; negated operands are left out, their terms are scored as they
+are), and that phrase's truth joins the AND ``w`` more times: with the product AND,
+``AND(a, b, NOT c) = a·b·f^w·NOT(c)``. The phrase is one more scored text: one more vector and
+one more similarity per candidate, no index scan (candidates still come from the terms' and the
+guide's scans). ``w = 0`` scores the formula alone.
+
+Example:
+    >>> from pglogic.query import parse, to_string
+    >>> tree = parse('"jacobian" AND "robotic arm" AND NOT "welding"')
+    >>> and_texts(tree)
+    ['jacobian and robotic arm']
+    >>> to_string(with_and_texts(tree, 2))
+    '"jacobian" AND "robotic arm" AND NOT "welding" AND "jacobian and robotic arm" AND "jacobian and robotic arm"'
+"""
+
+from __future__ import annotations
+
+from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+
+__all__ = ["DEFAULT_AND_TEXT", "MAX_AND_TEXT", "and_texts", "scored_terms", "with_and_texts"]
+
+DEFAULT_AND_TEXT = 2
+"""The default weight of an AND's own text (chosen leaving one corpus out:
+``bench/results/frontier.md``)."""
+
+MAX_AND_TEXT = 10
+"""The largest weight accepted."""
+
+
+def _phrase(node: And) -> str | None:
+    """The text of an AND's positive operands, when it has two or more."""
+    positive = [c for c in node.children if not isinstance(c, Not)]
+    if len(positive) < 2:
+        return None
+    return to_text(And(tuple(positive)))
+
+
+def and_texts(tree: Node) -> list[str]:
+    """The phrases of every AND node with two or more positive operands, in tree order, once.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> and_texts(parse('("a" AND "b" OR "c") AND "d"'))
+        ['(a and b or c) and d', 'a and b']
+        >>> and_texts(parse('"a" AND NOT "b" OR "c"'))
+        []
+    """
+    out: dict[str, None] = {}
+
+    def walk(node: Node) -> None:
+        if isinstance(node, Term):
+            return
+        if isinstance(node, Not):
+            walk(node.child)
+            return
+        if isinstance(node, And):
+            phrase = _phrase(node)
+            if phrase is not None:
+                out.setdefault(phrase)
+        for child in node.children:
+            walk(child)
+
+    walk(tree)
+    return list(out)
+
+
+def with_and_texts(tree: Node, weight: int) -> Node:
+    """The tree the score is computed from: each AND (two or more positive operands) gets its
+    phrase as ``weight`` more operands. ``weight = 0`` returns ``tree`` itself.
+
+    Only the score uses this tree: candidates, the guide and the explanation use the user's.
+
+    Example:
+        >>> from pglogic.query import parse, to_string
+        >>> to_string(with_and_texts(parse('"a" AND "b" OR "c"'), 1))
+        '"a" AND "b" AND "a and b" OR "c"'
+    """
+    if weight <= 0:
+        return tree
+
+    def walk(node: Node) -> Node:
+        if isinstance(node, Term):
+            return node
+        if isinstance(node, Not):
+            return Not(walk(node.child))
+        children = tuple(walk(c) for c in node.children)
+        if isinstance(node, Or):
+            return Or(children)
+        assert isinstance(node, And)
+        phrase = _phrase(node)
+        extra = (Term(phrase),) * weight if phrase is not None else ()
+        return And(children + extra)
+
+    return walk(tree)
+
+
+def scored_terms(tree: Node, weight: int) -> list[str]:
+    """Every text a document is scored against: the query's terms, then (weight > 0) the AND
+    phrases that are not already terms.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> scored_terms(parse('"a" AND "b"'), 2), scored_terms(parse('"a" AND "b"'), 0)
+        (['a', 'b', 'a and b'], ['a', 'b'])
+    """
+    out = dict.fromkeys(terms(tree))
+    if weight > 0:
+        for phrase in and_texts(tree):
+            out.setdefault(phrase)
+    return list(out)
