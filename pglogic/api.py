@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
@@ -337,6 +338,7 @@ class PgLogic:
         seed: int = 0,
         remember_terms: bool = True,
         timeout: float | None = None,
+        and_text: int = DEFAULT_AND_TEXT,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -347,7 +349,9 @@ class PgLogic:
         terms users searched, which ``pglogic calibrate --from-corpus`` fits on), so searching
         them again loads no model; a role that cannot write the table just skips that.
         ``timeout`` (seconds) cancels the statement on the server when it runs longer
-        (:class:`~pglogic.errors.SearchTimeout`). Safe to call from many threads at once.
+        (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
+        text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). Safe to call from many
+        threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -368,6 +372,7 @@ class PgLogic:
             rerank_depth=rerank_depth,
             seed=seed,
             timeout=timeout,
+            and_text=and_text,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)

@@ -16,6 +16,7 @@ from pglogic.cli import ui
 from pglogic.cli.ui import example, print_hits
 from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def _search_options(
     seed: int = 0,
     term_scans: bool | None = None,
     timeout: float | None = None,
+    and_text: int = DEFAULT_AND_TEXT,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -60,6 +62,7 @@ def _search_options(
         seed=seed,
         term_scans=term_scans,
         timeout=timeout,
+        and_text=and_text,
     )
 
 
@@ -121,6 +124,15 @@ def search_options(f: Any) -> Any:
             "--seed", type=int, default=0, show_default=True, help="Seed of the SQO ascent."
         ),
         click.option(
+            "--and-text",
+            type=click.IntRange(0, MAX_AND_TEXT),
+            default=DEFAULT_AND_TEXT,
+            show_default=True,
+            help="Weight of each AND's own text: the phrase of its positive terms ('grain and "
+            "shipping') is scored too and joins the AND this many times (fuzzy mode); 0: the "
+            "formula alone.",
+        ),
+        click.option(
             "--timeout",
             type=float,
             metavar="SECONDS",
@@ -169,6 +181,7 @@ def search(
     rerank_depth: int | None,
     seed: int,
     timeout: float | None,
+    and_text: int,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -199,6 +212,7 @@ def search(
         rerank_depth=rerank_depth,
         seed=seed,
         timeout=opts.timeout,
+        and_text=and_text,
     )
     if as_json:
         for h in result.hits:
@@ -265,6 +279,7 @@ def compile_cmd(
     rerank_depth: int | None,
     seed: int,
     timeout: float | None,
+    and_text: int,
     style: str,
     vectors_mode: str,
 ) -> None:
@@ -291,6 +306,7 @@ def compile_cmd(
         seed,
         term_scans,
         timeout,
+        and_text,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:

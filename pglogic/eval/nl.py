@@ -434,7 +434,7 @@ def retrieve(
     def logical(tree: Node) -> list[str]:
         opts = SearchOptions(k=k, exact=not positive_terms(tree))
         compiled = compile_query(tree, corpus, opts, server_has_iterative_scan=iterative)
-        texts = terms(tree)
+        texts = compiled.terms  # the terms and the AND texts
         vectors = dict(zip(texts, embedder.embed(texts), strict=True))
         return [h.external_id for h in execute(conn, compiled, dict(vectors))]
 
