@@ -26,6 +26,7 @@ from pglogic.eval.derive import (
     CHAIN_TEMPLATES,
     ITLR_TEMPLATES,
     NSFL_TEMPLATES,
+    PER_TEMPLATE,
     TEMPLATES,
     Derived,
     EvalQuery,
@@ -334,12 +335,12 @@ def test_synthetic_skipped_reasons(synthetic_derived: Derived) -> None:
     assert set(derived.skipped) <= names
     for template, reason in derived.skipped.items():
         got = sum(q.template == template for q in derived.queries)
-        assert reason.startswith(f"{got} of 10: "), reason
+        assert reason.startswith(f"{got} of {PER_TEMPLATE}: "), reason
     # "NOT t1 OR NOT t2 OR NOT t3" is (almost) the whole corpus
     assert "more than 50% of the corpus relevant" in derived.skipped["NOT t1 OR NOT t2 OR NOT t3"]
     full = {t.name for t in TEMPLATES} - set(derived.skipped)
     for name in full:
-        assert sum(q.template == name for q in derived.queries) == 10
+        assert sum(q.template == name for q in derived.queries) == PER_TEMPLATE
 
 
 def test_given_queries(synthetic: Dataset, synthetic_derived: Derived) -> None:
@@ -408,7 +409,7 @@ def test_tiny_dataset_without_usable_labels(tmp_path: Path) -> None:
     ds = load_dataset(make_dataset(tmp_path / "tiny", [{"id": "a", "labels": ["x"]}]))
     derived = derive_queries(ds)
     assert derived.queries == ()
-    assert derived.skipped["A∧B"] == "0 of 10: no usable label"
+    assert derived.skipped["A∧B"] == f"0 of {PER_TEMPLATE}: no usable label"
     assert derive_queries(ds, per_template=0).skipped == {}
 
 

@@ -180,7 +180,7 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     out = tmp_path / "limit"
     res = run_cli(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--out", str(out),
-        "--per-template", "2", "--max-given", "10", "--family", "product-max", "--family", "itlr",
+        "--per-template", "2", "--max-given", "10", "--family", "product-max-strong", "--family", "itlr",
         "--mode", "nsfl", "--mode", "sqo-rerank", "--calibration", "unsupervised",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -188,12 +188,12 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     data = json.loads((out / "results.json").read_text())
     assert data["documents"] == 46
     assert data["methods"] == [
-        "dense", "pglogic[product-max]", "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
-        "pglogic[product-max|unsupervised]", "decomposed", "geometric",
+        "dense", "pglogic[product-max-strong]", "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
+        "pglogic[product-max-strong|unsupervised]", "decomposed", "geometric",
     ]  # fmt: skip
     # the modes and the calibrated map are tested against the default engine
     assert set(data["versus_headline"]) == {
-        "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max|unsupervised]"
+        "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max-strong|unsupervised]"
     }  # fmt: skip
     groups = data["queries_per_group"]
     assert groups["given"] == 10 and groups["itlr3"] > 0 and groups["nsfl"] > 0
@@ -203,14 +203,18 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     # the given LIMIT queries are single terms: the engine is the dense baseline there
     given = [q["id"] for q in data["queries"] if q["group"] == "given"]
     for qid in given:
-        assert data["per_query"]["pglogic[product-max]"][qid] == data["per_query"]["dense"][qid]
+        assert (
+            data["per_query"]["pglogic[product-max-strong]"][qid] == data["per_query"]["dense"][qid]
+        )
     # NOT queries: the engine keeps the excluded documents out of the top 10, dense does not
     with_not = data["subsets"]["with NOT"]
-    assert with_not["pglogic[product-max]"]["negrecall@10"] < with_not["dense"]["negrecall@10"]
+    assert (
+        with_not["pglogic[product-max-strong]"]["negrecall@10"] < with_not["dense"]["negrecall@10"]
+    )
     assert set(data["targets"]) >= {"NOT: NegRecall@10 at least 80% lower"}
     md = (out / "results.md").read_text()
     assert "## nDCG@10 by number of negations" in md and "Wilcoxon" in md
-    assert "## Scoring modes and calibrated maps against pglogic[product-max]" in md
+    assert "## Scoring modes and calibrated maps against pglogic[product-max-strong]" in md
     assert (out / "ndcg_by_negations.png").stat().st_size > 1000
     assert (out / "ndcg_by_terms.png").stat().st_size > 1000
 
