@@ -31,7 +31,7 @@ from psycopg.conninfo import make_conninfo
 
 from pglogic.embed.registry import CachedEmbedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT, scored_terms, with_and_texts
 from pglogic.engine.filters import Comparison, Contains, Filter, parse_filter
 from pglogic.engine.nsfl import evaluate_nsfl_numpy
 from pglogic.engine.operators import (
@@ -1625,3 +1625,43 @@ def test_timeout_becomes_a_local_statement_timeout() -> None:
     for bad in (0, -1, float("nan"), 1e12):
         with pytest.raises(InvalidInput, match="Invalid timeout"):
             compile_query(parse('"a"'), GOLDEN_CORPUS, SearchOptions(timeout=bad))
+
+
+# -- the AND's own text ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1, MAX_AND_TEXT + 1, True, 1.5])
+def test_and_text_out_of_range_is_refused(bad: Any) -> None:
+    with pytest.raises(InvalidInput, match=r"Invalid and_text=.*a whole number from 0 to 10"):
+        compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, SearchOptions(and_text=bad))
+
+
+def test_and_text_adds_one_scored_text_per_phrase_and_no_scan() -> None:
+    tree = parse('"a" AND "b" AND NOT "c" OR "d"')
+    plain = compile_query(tree, GOLDEN_CORPUS, SearchOptions(and_text=0))
+    fused = compile_query(tree, GOLDEN_CORPUS, SearchOptions(and_text=3))
+    assert plain.terms == ["a", "b", "c", "d"]
+    assert fused.terms == ["a", "b", "c", "d", "a and b"]
+    assert fused.candidate_terms == plain.candidate_terms  # the phrase is never scanned
+    text = fused.as_string()
+    assert text.count("AS MATERIALIZED") == plain.as_string().count("AS MATERIALIZED")
+    # the phrase's truth joins its AND three times; the single term and the OR get none
+    assert text.count('GREATEST(0.0, LEAST(1.0, "s4"))') == 3
+    single = compile_query(parse('"a"'), GOLDEN_CORPUS, SearchOptions(and_text=3))
+    assert single.terms == ["a"]
+    nsfl = compile_query(tree, GOLDEN_CORPUS, SearchOptions(and_text=3, mode="sqo"))
+    assert nsfl.terms == ["a", "b", "c", "d"]  # the other modes score the formula alone
+
+
+def test_a_phrase_equal_to_a_term_shares_its_column_and_the_cache_keeps_them_apart() -> None:
+    same = parse('"x and y" OR "x" AND "y"')  # the AND's phrase is the first term
+    other = parse('"p and q" OR "r" AND "s"')  # same shape, the phrase is new
+    a = compile_query(same, GOLDEN_CORPUS, SearchOptions(and_text=1))
+    b = compile_query(other, GOLDEN_CORPUS, SearchOptions(and_text=1))
+    assert a.terms == ["x and y", "x", "y"]
+    assert b.terms == ["p and q", "r", "s", "r and s"]
+    assert a.as_string() != b.as_string()
+    sims = {"x and y": np.array([0.9, 0.1]), "x": np.array([0.5, 0.5]), "y": np.array([0.4, 0.6])}
+    got = evaluate_numpy(with_and_texts(same, 1), sims)
+    want = np.maximum(sims["x and y"], sims["x"] * sims["y"] * sims["x and y"])
+    np.testing.assert_allclose(got, want)

@@ -589,7 +589,7 @@ def _layout(tree: Node, opts: SearchOptions) -> tuple[int, ...]:
     """Where each AND text sits among the scored texts: a phrase equal to one of the query's
     terms shares its column, which depends on the words, not only on the shape."""
     weight = _and_weight(tree, opts)
-    if not weight:
+    if not isinstance(weight, int) or weight <= 0:  # (an invalid weight is refused later)
         return ()
     texts = scored_terms(tree, weight)
     return tuple(texts.index(p) for p in and_texts(tree))
