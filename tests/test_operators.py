@@ -188,8 +188,8 @@ def test_paper_example_sql_and_value() -> None:
     # product-max: OR is the larger of its operands
     pm = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"])
     np.testing.assert_allclose(evaluate_numpy(tree, sims, "product-max"), pm)
-    # the default, product-max-strong: the same with NOT (1 - x)^1.75
-    default = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"]) ** 1.75
+    # the default, product-max-strong: the same with NOT (1 - x)^1.25
+    default = np.maximum(sims["dog"], sims["cat"] * sims["mouse"]) * (1 - sims["giraffe"]) ** 1.25
     np.testing.assert_allclose(evaluate_numpy(tree, sims), default)
 
 
@@ -324,7 +324,7 @@ def test_presets() -> None:
     def parts(f: OperatorFamily) -> tuple[str, str, str]:
         return (f.and_.name, f.or_.name, f.not_.name)
 
-    assert parts(PRESETS["product-max-strong"]) == ("product", "max", "complement^1.75")
+    assert parts(PRESETS["product-max-strong"]) == ("product", "max", "complement^1.25")
     assert parts(PRESETS["product-max"]) == ("product", "max", "complement")
     assert parts(PRESETS["itlr"]) == ("product", "sum", "complement")
     assert parts(PRESETS["godel"]) == ("min", "max", "complement")
@@ -358,9 +358,9 @@ def test_family_names_resolve_back(family: OperatorFamily) -> None:
     ("spec", "parts"),
     [
         ("and=min,or=max,not=reciprocal", ("min", "max", "reciprocal")),
-        ("and=min", ("min", "max", "complement^1.75")),
+        ("and=min", ("min", "max", "complement^1.25")),
         ("not=reciprocal", ("product", "max", "reciprocal")),
-        (" OR = probsum , AND = lukasiewicz ", ("lukasiewicz", "probsum", "complement^1.75")),
+        (" OR = probsum , AND = lukasiewicz ", ("lukasiewicz", "probsum", "complement^1.25")),
         ("not=complement^2.5", ("product", "max", "complement^2.5")),
         ("not=complement^1", ("product", "max", "complement")),
         ("itlr:min/max/complement^3", ("min", "max", "complement^3")),

@@ -135,9 +135,9 @@ def test_orm_select_ranks_like_the_reference(engine_url: str, minilm: Any) -> No
     assert len(rows) == 5
     article, score, sim_coffee, sim_tea = rows[0]
     assert isinstance(article, Article) and "offee" in article.body and "tea" not in article.body
-    # the default family: product, max and NOT (1 - x)^1.75
+    # the default family: product, max and NOT (1 - x)^1.25
     assert score == pytest.approx(
-        max(0, min(1, sim_coffee)) * (1 - max(0, min(1, sim_tea))) ** 1.75
+        max(0, min(1, sim_coffee)) * (1 - max(0, min(1, sim_tea))) ** 1.25
     )
     assert [r[0].id for r in rows] == _expected(engine_url, q, minilm)[:5]
     assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)

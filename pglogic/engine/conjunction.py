@@ -25,7 +25,7 @@ from pglogic.query import And, Node, Not, Or, Term, terms, to_text
 
 __all__ = ["DEFAULT_AND_TEXT", "MAX_AND_TEXT", "and_texts", "scored_terms", "with_and_texts"]
 
-DEFAULT_AND_TEXT = 2
+DEFAULT_AND_TEXT = 1
 """The default weight of an AND's own text (chosen leaving one corpus out:
 ``bench/results/frontier.md``)."""
 
