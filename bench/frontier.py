@@ -26,6 +26,8 @@ traps in the top 10), ``J = mean nDCG@10 − 0.25 · mean max(0, NegRecall/NegRe
 (fixed before the run: the full penalty, 1, trades 0.1 nDCG@10 on NOT queries for the last
 traps; a quarter keeps the ranking).
 * **the OR's own text** (``or_text``), for comparison: one more operand of the max, or a factor.
+* **a capped AND text**: weight w in a plain conjunction, 1 in an AND with a negated operand
+  (``(1 beside a NOT)``): a phrase weighs in fully where the formula has no NOT to protect.
 
     .venv/bin/python bench/frontier.py          # ~10 min (embeds the query texts once, cached)
 
@@ -140,12 +142,14 @@ class Candidate:
     not_power: float = 1.0
     zsig: tuple[float, float] | None = None  # (a, c) of σ(a·(z − c)) for negated terms
     or_text: str = ""  # "", "max" (the OR's text is one more operand) or "mult" (a factor)
+    capped: bool = False  # an AND with a negated operand gives its text weight min(w, 1)
 
     @property
     def name(self) -> str:
         neg = f"zsig({self.zsig[0]:g},{self.zsig[1]:g})" if self.zsig else f"γ={self.not_power:g}"
         ors = f", or_text={self.or_text}" if self.or_text else ""
-        return f"and_text={self.and_text}, NOT {neg}{ors}"
+        cap = " (1 beside a NOT)" if self.capped and self.and_text > 1 else ""
+        return f"and_text={self.and_text}{cap}, NOT {neg}{ors}"
 
 
 def score(c: Corpus, node: Node, cand: Candidate, negated: bool = False) -> np.ndarray:
@@ -167,9 +171,12 @@ def score(c: Corpus, node: Node, cand: Candidate, negated: bool = False) -> np.n
         return np.asarray(np.maximum.reduce(kids))
     out = np.prod(kids, axis=0)
     pos = [k for k in node.children if not isinstance(k, Not)]
-    if cand.and_text and len(pos) >= 2:
+    weight = cand.and_text
+    if cand.capped and len(pos) < len(node.children):
+        weight = min(weight, 1)
+    if weight and len(pos) >= 2:
         f = np.clip(c.s(to_text(And(tuple(pos)))), 0.0, 1.0)
-        out = out * f**cand.and_text
+        out = out * f**weight
     return np.asarray(out)
 
 
@@ -228,6 +235,9 @@ def candidates() -> list[Candidate]:
             out.append(Candidate(w, 1.0, (a, mid)))
     for how in ("max", "mult"):
         out += [Candidate(0, 1.0, None, how), Candidate(2, 1.5, None, how)]
+    for w in (2, 3, 4, 6):
+        for g in (1.0, 1.25, 1.5, 1.75, 2.0):
+            out.append(Candidate(w, g, capped=True))
     return out
 
 

@@ -216,7 +216,7 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         f"Machine: {machine}. Model all-MiniLM-L6-v2; top 100 per query; up to 30 derived "
         "queries per template; per-dataset reports in `bench/quality/<dataset>/results.md`. "
         f"The default engine is {HEADLINE} (product AND, max OR, NOT (1 − x)^1.25, each AND's "
-        "own text at weight 1), chosen leaving one corpus out in `bench/results/frontier.md`; "
+        "own text at weight 4, 1 beside a NOT), chosen leaving one corpus out in `bench/results/frontier.md`; "
         f"{PREVIOUS} is the previous default. NegRecall@10: lower is better. LIMIT-small is "
         "synthetic (template-generated text): the goals are checked on the three real corpora.",
         "",

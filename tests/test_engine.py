@@ -1645,8 +1645,12 @@ def test_and_text_adds_one_scored_text_per_phrase_and_no_scan() -> None:
     assert fused.candidate_terms == plain.candidate_terms  # the phrase is never scanned
     text = fused.as_string()
     assert text.count("AS MATERIALIZED") == plain.as_string().count("AS MATERIALIZED")
-    # the phrase's truth joins its AND three times; the single term and the OR get none
-    assert text.count('GREATEST(0.0, LEAST(1.0, "s4"))') == 3
+    # beside a NOT the phrase's truth joins its AND once; the single term and the OR get none
+    assert text.count('GREATEST(0.0, LEAST(1.0, "s4"))') == 1
+    # in a plain conjunction, and_text times
+    pure = compile_query(parse('("a" AND "b") OR "d"'), GOLDEN_CORPUS, SearchOptions(and_text=3))
+    assert pure.terms == ["a", "b", "d", "a and b"]
+    assert pure.as_string().count('GREATEST(0.0, LEAST(1.0, "s3"))') == 3
     single = compile_query(parse('"a"'), GOLDEN_CORPUS, SearchOptions(and_text=3))
     assert single.terms == ["a"]
     nsfl = compile_query(tree, GOLDEN_CORPUS, SearchOptions(and_text=3, mode="sqo"))

@@ -129,8 +129,8 @@ def search_options(f: Any) -> Any:
             default=DEFAULT_AND_TEXT,
             show_default=True,
             help="Weight of each AND's own text: the phrase of its positive terms ('grain and "
-            "shipping') is scored too and joins the AND this many times (fuzzy mode); 0: the "
-            "formula alone.",
+            "shipping') is scored too and joins the AND this many times (once beside a NOT; "
+            "fuzzy mode); 0: the formula alone.",
         ),
         click.option(
             "--timeout",

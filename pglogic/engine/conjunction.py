@@ -5,18 +5,22 @@ better than the product of two soft similarities (``bench/results/frontier.md``)
 ``and_text`` = w > 0, every AND node with two or more positive operands also scores each
 document against the text of those operands as one phrase (:func:`pglogic.query.to_text`:
 ``jacobian and robotic arm``; negated operands are left out, their terms are scored as they
-are), and that phrase's truth joins the AND ``w`` more times: with the product AND,
-``AND(a, b, NOT c) = a·b·f^w·NOT(c)``. The phrase is one more scored text: one more vector and
-one more similarity per candidate, no index scan (candidates still come from the terms' and the
-guide's scans). ``w = 0`` scores the formula alone.
+are), and that phrase's truth joins the AND ``w`` more times in a plain conjunction and once
+in an AND that also has a negated operand (there a heavier phrase would outweigh the NOT): with
+the product AND, ``AND(a, b) = a·b·f^w`` and ``AND(a, b, NOT c) = a·b·f·NOT(c)``. The phrase is
+one more scored text: one more vector and one more similarity per candidate, no index scan
+(candidates still come from the terms' and the guide's scans). ``w = 0`` scores the formula
+alone.
 
 Example:
     >>> from pglogic.query import parse, to_string
     >>> tree = parse('"jacobian" AND "robotic arm" AND NOT "welding"')
     >>> and_texts(tree)
     ['jacobian and robotic arm']
-    >>> to_string(with_and_texts(tree, 2))
-    '"jacobian" AND "robotic arm" AND NOT "welding" AND "jacobian and robotic arm" AND "jacobian and robotic arm"'
+    >>> to_string(with_and_texts(tree, 2))  # beside a NOT: once
+    '"jacobian" AND "robotic arm" AND NOT "welding" AND "jacobian and robotic arm"'
+    >>> to_string(with_and_texts(parse('"jacobian" AND "robotic arm"'), 2))
+    '"jacobian" AND "robotic arm" AND "jacobian and robotic arm" AND "jacobian and robotic arm"'
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pglogic.query import And, Node, Not, Or, Term, terms, to_text
 
 __all__ = ["DEFAULT_AND_TEXT", "MAX_AND_TEXT", "and_texts", "scored_terms", "with_and_texts"]
 
-DEFAULT_AND_TEXT = 1
+DEFAULT_AND_TEXT = 4
 """The default weight of an AND's own text (chosen leaving one corpus out:
 ``bench/results/frontier.md``)."""
 
@@ -72,7 +76,8 @@ def and_texts(tree: Node) -> list[str]:
 
 def with_and_texts(tree: Node, weight: int) -> Node:
     """The tree the score is computed from: each AND (two or more positive operands) gets its
-    phrase as ``weight`` more operands. ``weight = 0`` returns ``tree`` itself.
+    phrase as ``weight`` more operands, or one when the AND has a negated operand too.
+    ``weight = 0`` returns ``tree`` itself.
 
     Only the score uses this tree: candidates, the guide and the explanation use the user's.
 
@@ -94,8 +99,10 @@ def with_and_texts(tree: Node, weight: int) -> Node:
             return Or(children)
         assert isinstance(node, And)
         phrase = _phrase(node)
-        extra = (Term(phrase),) * weight if phrase is not None else ()
-        return And(children + extra)
+        if phrase is None:
+            return And(children)
+        beside_not = any(isinstance(c, Not) for c in node.children)
+        return And(children + (Term(phrase),) * (min(weight, 1) if beside_not else weight))
 
     return walk(tree)
 

@@ -63,7 +63,8 @@ class SearchOptions:
 
     ``and_text`` (fuzzy mode) is the weight of each AND's own text
     (:mod:`pglogic.engine.conjunction`): the phrase of its positive operands is scored too and
-    joins the AND that many more times; 0 scores the formula alone.
+    joins the AND that many more times (once in an AND with a negated operand); 0 scores the
+    formula alone.
 
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
