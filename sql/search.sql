@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0005).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0006).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -15,7 +15,11 @@
 -- (false), depth and ef_search (null: the defaults of pglogic.engine.plans), iterative_scan
 -- (true) and, since migration 0005, guide (true: computed here; false: no guide scan; or the
 -- guide vector itself), term_scans (null, true, false) and filters (a list of {"contains":
--- {...}} and {"key": KEY, "op": OP, "value": VALUE}).
+-- {...}} and {"key": KEY, "op": OP, "value": VALUE}). Since migration 0006 the default operators
+-- are "product-max-strong" (NOT (1 - x)^1.25; any NOT may be "complement^G"), and "and_text"
+-- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
+-- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
+-- render.search_json) or pglogic.term_cache.
 -- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
 --
 -- Since migration 0005 the function plans like the Python search (pglogic.store.search.search,
@@ -119,7 +123,17 @@ DECLARE
         WHEN 'or' THEN ARRAY['sum', 'max', 'probsum', 'lukasiewicz']
         WHEN 'not' THEN ARRAY['complement', 'reciprocal']
     END;
+    g double precision;
 BEGIN
+    -- since migration 0006: the NOT (1 - x)^G (pglogic.engine.operators.complement_power)
+    IF kind = 'not' AND name ~ '^complement\^[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?$' THEN
+        g := substr(name, 12)::double precision;
+        IF NOT (g > 0 AND g <= 100) THEN
+            RAISE EXCEPTION 'The exponent of complement^G must be in (0, 100], got % in operator '
+                'family %', pglogic._float_text(g), quote_literal(spec) USING ERRCODE = '22023';
+        END IF;
+        RETURN CASE WHEN g = 1 THEN 'complement' ELSE 'complement^' || pglogic._float_text(g) END;
+    END IF;
     IF valid IS NULL THEN
         RAISE EXCEPTION 'Unknown operator kind % in operator family %: expected and, or, not',
             quote_literal(kind), quote_literal(spec) USING ERRCODE = '22023';
@@ -128,6 +142,7 @@ BEGIN
         RAISE EXCEPTION 'Unknown % operator % in operator family %: valid % operators are %',
             upper(kind), coalesce(quote_literal(name), 'null'), quote_literal(spec), upper(kind),
             array_to_string(valid, ', ')
+            || CASE WHEN kind = 'not' THEN ', complement^G (G > 0)' ELSE '' END
             USING ERRCODE = '22023';
     END IF;
     RETURN name;
@@ -135,15 +150,17 @@ END
 $fn$;
 
 -- Resolve an operator family like pglogic.operators.resolve_family: returns {and, or, not}.
--- Since migration 0003 the default (and the fill-in for partial specs) is product-max.
+-- Since migration 0003 the default (and the fill-in for partial specs) is product-max; since
+-- migration 0006 it is product-max-strong (NOT (1 - x)^1.25).
 CREATE OR REPLACE FUNCTION pglogic._resolve_operators(spec jsonb)
 RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
-    usage constant text := 'use a preset (product-max, itlr, godel, lukasiewicz, product) or '
-        'and=NAME,or=NAME,not=NAME with AND in {product, sum, min, lukasiewicz}, '
-        'OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal}';
-    dflt constant text[] := ARRAY['product', 'max', 'complement'];
+    usage constant text := 'use a preset (product-max-strong, product-max, itlr, godel, '
+        'lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in {product, sum, min, '
+        'lukasiewicz}, OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal, '
+        'complement^G}';
+    dflt constant text[] := ARRAY['product', 'max', 'complement^1.25'];
     kinds constant text[] := ARRAY['and', 'or', 'not'];
     chosen text[] := ARRAY[NULL, NULL, NULL]::text[];
     raw text;
@@ -180,8 +197,10 @@ BEGIN
     END IF;
     raw := spec #>> '{}';
     txt := lower(regexp_replace(raw, '\s+', '', 'g'));
-    IF txt = '' OR txt = 'product-max' THEN
+    IF txt = '' OR txt = 'product-max-strong' THEN
         RETURN dflt;
+    ELSIF txt = 'product-max' THEN
+        RETURN ARRAY['product', 'max', 'complement'];
     ELSIF txt = 'itlr' THEN
         RETURN ARRAY['product', 'sum', 'complement'];
     ELSIF txt = 'godel' THEN
@@ -449,42 +468,190 @@ BEGIN
 END
 $fn$;
 
+-- A formula as one natural-language string, text for text pglogic.query.to_text: AND -> "and",
+-- OR -> "or", a NOT under an AND -> "but not" ("and not" right after another negated operand,
+-- "not" first), any other NOT -> "not"; parentheses where precedence needs them.
+CREATE OR REPLACE FUNCTION pglogic._to_text(node jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    kids jsonb[];
+    child jsonb;
+    inner_ text;
+    parts text[] := '{}';
+    after_not boolean := false;
+    i integer := 0;
+BEGIN
+    IF jsonb_typeof(node) = 'string' THEN
+        RETURN node #>> '{}';
+    END IF;
+    IF node ? 'term' THEN
+        RETURN node ->> 'term';
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        child := coalesce(node -> 'arg', node -> 'args' -> 0);
+        inner_ := pglogic._to_text(child);
+        RETURN CASE WHEN jsonb_typeof(child) = 'object' AND lower(child ->> 'op') IN ('and', 'or')
+                    THEN 'not (' || inner_ || ')' ELSE 'not ' || inner_ END;
+    END IF;
+    kids := pglogic._flat_args(node, op);
+    IF op = 'or' THEN
+        RETURN (SELECT string_agg(pglogic._to_text(k), ' or ' ORDER BY n)
+                FROM unnest(kids) WITH ORDINALITY AS u(k, n));
+    END IF;
+    FOREACH child IN ARRAY kids LOOP
+        IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = 'not' THEN
+            inner_ := pglogic._to_text(coalesce(child -> 'arg', child -> 'args' -> 0));
+            IF jsonb_typeof(coalesce(child -> 'arg', child -> 'args' -> 0)) = 'object'
+               AND lower(coalesce(child -> 'arg', child -> 'args' -> 0) ->> 'op') IN ('and', 'or') THEN
+                inner_ := '(' || inner_ || ')';
+            END IF;
+            parts := parts || (CASE WHEN i = 0 THEN 'not' WHEN after_not THEN 'and not'
+                                    ELSE 'but not' END || ' ' || inner_);
+            after_not := true;
+        ELSE
+            inner_ := pglogic._to_text(child);
+            IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = 'or' THEN
+                inner_ := '(' || inner_ || ')';
+            END IF;
+            parts := parts || CASE WHEN i = 0 THEN inner_ ELSE 'and ' || inner_ END;
+            after_not := false;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    RETURN array_to_string(parts, ' ');
+END
+$fn$;
+
+-- The operands of an AND or OR node with nested nodes of the same operator spliced in
+-- (pglogic.query.ast.flatten).
+CREATE OR REPLACE FUNCTION pglogic._flat_args(node jsonb, op text)
+RETURNS jsonb[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    out_ jsonb[] := '{}';
+    child jsonb;
+BEGIN
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = op THEN
+            out_ := out_ || pglogic._flat_args(child, op);
+        ELSE
+            out_ := out_ || child;
+        END IF;
+    END LOOP;
+    RETURN out_;
+END
+$fn$;
+
+-- The phrase of an AND node's positive operands when it has two or more, else null
+-- (pglogic.engine.conjunction._phrase).
+CREATE OR REPLACE FUNCTION pglogic._and_phrase(node jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT CASE WHEN count(*) >= 2
+                    THEN pglogic._to_text(jsonb_build_object('op', 'and',
+                                          'args', jsonb_agg(a.value ORDER BY a.ordinality)))
+               END
+        FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+        WHERE jsonb_typeof(a.value) <> 'object' OR coalesce(lower(a.value ->> 'op'), '') <> 'not');
+
+-- The scored texts (pglogic.engine.conjunction.scored_terms): acc (the query's terms), then the
+-- phrase of every AND with two or more positive operands, in tree order, each once.
+CREATE OR REPLACE FUNCTION pglogic._and_texts(node jsonb, acc text[])
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    phrase text;
+    child jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' THEN
+        RETURN acc;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._and_texts(coalesce(node -> 'arg', node -> 'args' -> 0), acc);
+    END IF;
+    IF op = 'and' THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL AND NOT phrase = ANY (acc) THEN
+            acc := acc || phrase;
+        END IF;
+    END IF;
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        acc := pglogic._and_texts(child, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
+-- A similarity column through the truth map (pglogic.engine.operators.TRUTH_MAPS, sigmoid_truth).
+CREATE OR REPLACE FUNCTION pglogic._truth_sql(x text, truth text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN truth LIKE 'sigmoid:%' THEN  -- pglogic.operators.sigmoid_truth, EXP_CAP = 700
+        format('(1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((%s - %s) * %s))))))',
+               split_part(truth, ':', 2), x, split_part(truth, ':', 3))
+    WHEN truth = 'clamp' THEN format('GREATEST(0.0, LEAST(1.0, %s))', x)
+    WHEN truth = 'affine' THEN format('((%s + 1.0) / 2.0)', x)
+END;
+
 -- The score expression of a (validated) tree, text for text what pglogic.operators.to_sql
--- renders: the same operations in the same order, so scores are bit for bit the same.
-CREATE OR REPLACE FUNCTION pglogic._score_sql(node jsonb, terms text[], ops text[], truth text)
+-- renders for pglogic.engine.conjunction.with_and_texts(tree, and_text): the same operations in
+-- the same order, so scores are bit for bit the same. Since migration 0006: the NOT
+-- complement^G, and each AND's phrase (a scored text of terms[]) joining the AND and_text times,
+-- once beside a negated operand.
+DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text);
+CREATE OR REPLACE FUNCTION pglogic._score_sql(
+    node jsonb, terms text[], ops text[], truth text, and_text integer DEFAULT 0
+)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
     op text;
     x text;
+    phrase text;
     parts text[] := '{}';
+    beside_not boolean;
     i integer;
 BEGIN
     IF jsonb_typeof(node) = 'string' THEN
         node := jsonb_build_object('term', node);
     END IF;
     IF node ? 'term' THEN
-        x := pglogic._qi('s' || (array_position(terms, node ->> 'term') - 1));
-        IF truth LIKE 'sigmoid:%' THEN  -- pglogic.operators.sigmoid_truth, EXP_CAP = 700
-            RETURN format('(1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((%s - %s) * %s))))))',
-                          split_part(truth, ':', 2), x, split_part(truth, ':', 3));
-        END IF;
-        RETURN CASE truth
-            WHEN 'clamp' THEN format('GREATEST(0.0, LEAST(1.0, %s))', x)
-            WHEN 'affine' THEN format('((%s + 1.0) / 2.0)', x)
-        END;
+        RETURN pglogic._truth_sql(
+            pglogic._qi('s' || (array_position(terms, node ->> 'term') - 1)), truth);
     END IF;
     op := lower(node ->> 'op');
     IF op = 'not' THEN
-        x := pglogic._score_sql(coalesce(node -> 'arg', node -> 'args' -> 0), terms, ops, truth);
+        x := pglogic._score_sql(coalesce(node -> 'arg', node -> 'args' -> 0), terms, ops, truth,
+                                and_text);
         RETURN CASE ops[3]
             WHEN 'complement' THEN format('(1.0 - %s)', x)
             WHEN 'reciprocal' THEN format('(1.0 / GREATEST(%s, 1e-06))', x)
+            ELSE format('power(GREATEST((1.0 - %s), 0.0), %s)', x, substr(ops[3], 12))
         END;
     END IF;
     FOR i IN 0 .. jsonb_array_length(node -> 'args') - 1 LOOP
-        parts := parts || pglogic._score_sql(node -> 'args' -> i, terms, ops, truth);
+        parts := parts || pglogic._score_sql(node -> 'args' -> i, terms, ops, truth, and_text);
     END LOOP;
+    IF op = 'and' AND and_text > 0 THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL THEN
+            beside_not := EXISTS (SELECT 1 FROM jsonb_array_elements(node -> 'args') AS a
+                                  WHERE jsonb_typeof(a.value) = 'object'
+                                    AND lower(a.value ->> 'op') = 'not');
+            x := pglogic._truth_sql(pglogic._qi('s' || (array_position(terms, phrase) - 1)), truth);
+            FOR i IN 1 .. CASE WHEN beside_not THEN 1 ELSE and_text END LOOP
+                parts := parts || x;
+            END LOOP;
+        END IF;
+    END IF;
     IF op = 'and' THEN
         RETURN CASE ops[1]
             WHEN 'product' THEN '(' || array_to_string(parts, ' * ') || ')'
@@ -927,7 +1094,7 @@ LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
-                                     'filters'];
+                                     'filters', 'and_text', 'vectors'];
     c record;
     cal record;
     existing text;
@@ -970,6 +1137,9 @@ DECLARE
     ctes text[] := '{}';
     i integer;
     j integer;
+    and_text integer;
+    n_texts integer;
+    given jsonb;
 BEGIN
     SELECT co.id, co.table_name, e.model, e.dim, e.column_name INTO c
     FROM pglogic.corpora co
@@ -1009,6 +1179,21 @@ BEGIN
         RAISE EXCEPTION 'Invalid k=%: must be at least 1', k USING ERRCODE = '22023';
     END IF;
     ops := pglogic._resolve_operators(opts -> 'operators');
+    -- pglogic.engine.conjunction: the weight of each AND's own text (fuzzy mode, since 0006)
+    IF jsonb_typeof(opts -> 'and_text') = 'boolean' THEN
+        RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10',
+            pglogic._show(opts -> 'and_text') USING ERRCODE = '22023';
+    END IF;
+    and_text := pglogic._int_option(opts, 'and_text', 4);
+    IF and_text < 0 OR and_text > 10 THEN
+        RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10', and_text
+            USING ERRCODE = '22023';
+    END IF;
+    given := coalesce(opts -> 'vectors', '{}');
+    IF jsonb_typeof(given) <> 'object' THEN
+        RAISE EXCEPTION 'Invalid vectors=%: expected an object {"text": [numbers], ...}',
+            pglogic._show(given) USING ERRCODE = '22023';
+    END IF;
     operators := format('and=%s,or=%s,not=%s', ops[1], ops[2], ops[3]);
     truth := pglogic._resolve_truth(opts -> 'truth');
     IF truth = 'calibrated' THEN
@@ -1049,6 +1234,13 @@ BEGIN
                              WHERE (x.e ->> 'positive')::boolean ORDER BY x.n);
     n_terms := cardinality(terms);
     single := jsonb_typeof(tree) = 'string' OR tree ? 'term';
+    IF single THEN
+        and_text := 0;
+    END IF;
+    IF and_text > 0 THEN  -- the scored texts: the terms, then the AND phrases
+        terms := pglogic._and_texts(tree, terms);
+    END IF;
+    n_texts := cardinality(terms);
 
     SELECT f.condition, f.params INTO cond, filter_values
     FROM pglogic._filters_sql(opts -> 'filters', '"d"."metadata"', 6) AS f;
@@ -1092,16 +1284,16 @@ BEGIN
     sims := (SELECT string_agg(format(
                  'coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0) AS %s',
                  emb, n, c.dim, pglogic._qi('s' || (n - 1))), ', ' ORDER BY n)
-             FROM generate_series(1, n_terms) AS n);
+             FROM generate_series(1, n_texts) AS n);
     cols := (SELECT string_agg(pglogic._qi('s' || (n - 1)), ', ' ORDER BY n)
-             FROM generate_series(1, n_terms) AS n);
-    score := pglogic._score_sql(tree, terms, ops, truth);
+             FROM generate_series(1, n_texts) AS n);
+    score := pglogic._score_sql(tree, terms, ops, truth, and_text);
     final := format(
         'SELECT "d"."id", "d"."external_id", "d"."title", "d"."metadata", top.score, %s' || E'\n'
         || 'FROM (SELECT "id", %s AS score, %s FROM "sims" ORDER BY score DESC, "id" LIMIT $5) top'
         || ' JOIN %s "d" ON "d"."id" = top."id"' || E'\n' || 'ORDER BY top.score DESC, top."id"',
         (SELECT string_agg('top.' || pglogic._qi('s' || (n - 1)), ', ' ORDER BY n)
-         FROM generate_series(1, n_terms) AS n),
+         FROM generate_series(1, n_texts) AS n),
         score, cols, tbl);
     exact_statement := format(
         'WITH sims AS (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s)' || E'\n' || '%s',
@@ -1116,8 +1308,10 @@ BEGIN
     END IF;
 
     vectors := '{}';
-    FOR i IN 1 .. n_terms LOOP
-        entry := collected -> (i - 1);
+    FOR i IN 1 .. n_texts LOOP
+        -- a term's vector in the tree; an AND phrase's in "vectors" (or either in the cache)
+        entry := CASE WHEN i <= n_terms THEN collected -> (i - 1)
+                      ELSE jsonb_build_object('vector', given -> terms[i]) END;
         IF jsonb_typeof(entry -> 'vector') = 'array' THEN
             vec := (entry -> 'vector')::text::vector;
         ELSIF jsonb_typeof(entry -> 'vector') = 'string' THEN
@@ -1125,6 +1319,12 @@ BEGIN
         ELSE
             SELECT tc.embedding INTO vec FROM pglogic.term_cache tc
             WHERE tc.model = c.model AND tc.term = terms[i];
+            IF NOT FOUND AND i > n_terms THEN
+                RAISE EXCEPTION 'The AND text % has no vector: give it in "vectors" (render.'
+                    'search_json does), cache it in pglogic.term_cache for model %, or set '
+                    '"and_text": 0', quote_literal(terms[i]), quote_literal(c.model)
+                    USING ERRCODE = '22023';
+            END IF;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'Term % has no vector and is not in pglogic.term_cache for model %',
                     quote_literal(terms[i]), quote_literal(c.model) USING ERRCODE = '22023';
@@ -1227,7 +1427,9 @@ BEGIN
     IF guided THEN
         scans := scans || ARRAY['"g"', '$2', '$4'];
         IF given_guide IS NULL THEN
-            guide := pglogic._guide_vector(tree, terms, positive, vectors, ops, truth);
+            -- the user's formula alone: its terms and their vectors (pglogic.engine.guide)
+            guide := pglogic._guide_vector(tree, terms[1:n_terms], positive, vectors[1:n_terms],
+                                           ops, truth);
         ELSE
             guide := CASE WHEN jsonb_typeof(given_guide) = 'array' THEN given_guide::text::vector
                           ELSE (given_guide #>> '{}')::vector END;

@@ -28,6 +28,7 @@ from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.conjunction import scored_terms
 from pglogic.engine.filters import Comparison, filters_sql, parse_filter
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import (
@@ -50,7 +51,7 @@ from pglogic.engine.plans import (
 from pglogic.engine.render import filter_json, function_statement, json_tree, search_json
 from pglogic.errors import PglogicError
 from pglogic.eval.calibrate import Calibration
-from pglogic.query import parse, positive_terms, terms, to_tree
+from pglogic.query import parse, positive_terms, terms, to_text, to_tree
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.calibration_store import (
@@ -516,7 +517,11 @@ def synth_dsn(pg_server: Server) -> Iterator[str]:
 SHAPES = ['"a"', '"a" AND "b"', '"a" OR "b"', '"a" OR "b" OR "c"', '"a" AND NOT "b"',
           'NOT "a" AND "b"', '"a" OR "b" AND NOT "c"', '("a" OR "b") AND NOT ("c" OR "d")',
           'NOT (NOT "a" AND NOT "b")', '"a" AND ("b" OR "c")', '"a" AND "a"', '"a" OR NOT "b"',
-          '"a" AND NOT NOT "b" AND "c" AND NOT "d"']  # fmt: skip
+          '"a" AND NOT NOT "b" AND "c" AND NOT "d"',
+          # AND texts (pglogic.engine.conjunction): a phrase equal to a term, an OR and a NOT
+          # under an AND, an AND under a NOT
+          '"a and b" OR "a" AND "b"', '("a" OR "b") AND "c" AND NOT "d"',
+          'NOT ("a" AND "b") AND "c" AND "d"', '"a" AND ("b" OR NOT "c")']  # fmt: skip
 PLAN_FILTERS = [[], ["n>=5"], ["n=3"], ["ns<1"], ['{"tag": "rare"}'], ["x>1", "tag!=common"],
                 ["ns!=2", "x<abd"]]  # fmt: skip
 PLAN_OPTIONS = [
@@ -529,6 +534,9 @@ PLAN_OPTIONS = [
     SearchOptions(depth=300, ef_search=64),
     SearchOptions(k=5, depth=2000),
     SearchOptions(exact=True),
+    SearchOptions(and_text=0),
+    SearchOptions(and_text=3, operators="and=min,not=complement^2.5"),
+    SearchOptions(operators="itlr:product/sum/complement^3", truth="sigmoid:0.2:10.0"),
 ]
 
 
@@ -846,14 +854,24 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
     [
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
-         "depth, ef_search, iterative_scan, guide, term_scans, filters"),
+         "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},
          "Term 'b' has no vector and is not in pglogic.term_cache for model 'all-MiniLM-L6-v2'"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC},
-                                         {"term": "b", "vector": VEC}]}, "guide": [1, 2]},
+                                         {"term": "b", "vector": VEC}]}, "guide": [1, 2],
+          "and_text": 0},
          "The guide vector has 2 dimensions; corpus 'news' needs 384 (model 'all-MiniLM-L6-v2')"),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC},
+                                         {"term": "b", "vector": VEC}]}},
+         "The AND text 'a and b' has no vector: give it in \"vectors\" (render.search_json does), "
+         "cache it in pglogic.term_cache for model 'all-MiniLM-L6-v2', or set \"and_text\": 0"),
+        ({"tree": {"term": "a", "vector": VEC}, "and_text": 11},
+         "Invalid and_text=11: a whole number from 0 to 10"),
+        ({"tree": {"term": "a", "vector": VEC}, "operators": "not=complement^0"},
+         "The exponent of complement^G must be in (0, 100], got 0.0 in operator family "
+         "'not=complement^0'"),
         ({"tree": {"term": "a", "vector": VEC}, "term_scans": "no"},
          'Invalid term_scans="no": expected true or false'),
         ({"tree": {"term": "a", "vector": VEC}, "k": "ten"}, 'Invalid k="ten": expected an integer'),
@@ -904,11 +922,11 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (39, True, True)
+    assert objects() == (44, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (39, True, True)
+    assert objects() == (44, True, True)
 
 
 def all_functions(dsn: str) -> dict[str, str]:
@@ -942,7 +960,47 @@ def test_migration_0003_sets_the_default_family_and_downgrades(dsn: str) -> None
     migrate.upgrade(dsn, "0003")
     assert all_functions(dsn) == at_0003
     migrate.upgrade(dsn)
+    assert default() == ["product", "max", "complement^1.25"]  # since 0006
+
+
+def test_migration_0006_sets_the_new_default_and_downgrades(dsn: str) -> None:
+    def default() -> list[str]:
+        with connect(dsn) as c:
+            row = c.execute("SELECT pglogic._resolve_operators(NULL)").fetchone()
+        assert row is not None
+        return list(row[0])
+
+    head_functions = all_functions(dsn)
+    assert default() == ["product", "max", "complement^1.25"]
+    migrate.downgrade(dsn, "0005")
     assert default() == ["product", "max", "complement"]
+    old = all_functions(dsn)
+    assert set(head_functions) - set(old) == {
+        "pglogic._score_sql(jsonb,text[],text[],text,integer)", "pglogic._truth_sql(text,text)",
+        "pglogic._and_texts(jsonb,text[])", "pglogic._and_phrase(jsonb)",
+        "pglogic._flat_args(jsonb,text)", "pglogic._to_text(jsonb)",
+    }  # fmt: skip
+    assert set(old) - set(head_functions) == {"pglogic._score_sql(jsonb,text[],text[],text)"}
+    migrate.upgrade(dsn)
+    assert all_functions(dsn) == head_functions
+
+
+@pytest.mark.parametrize(
+    "tree",
+    ['"a" AND "b"', '("a" OR "b") AND NOT "c" AND "d"', '"x" AND NOT ("y" AND NOT "z" AND "w")',
+     '"p" OR NOT ("q" OR "r") AND "s" AND NOT "t"', '("a" AND "b") AND ("c" OR "d")'],
+)  # fmt: skip
+def test_the_and_texts_in_sql_are_pythons(conn: Conn, tree: str) -> None:
+    """pglogic._to_text and pglogic._and_texts against pglogic.query.to_text and
+    pglogic.engine.conjunction.scored_terms."""
+    node = parse(tree)
+    got = conn.execute(
+        "SELECT pglogic._to_text(%s), pglogic._and_texts(%s, %s)",
+        (Jsonb(json_tree(node)), Jsonb(json_tree(node)), terms(node)),
+    ).fetchone()
+    assert got is not None
+    assert got[0] == to_text(node)
+    assert got[1] == scored_terms(node, 1)
 
 
 def test_migration_0004_adds_calibration_and_downgrades(dsn: str) -> None:
@@ -1022,7 +1080,8 @@ def test_migration_0005_plans_like_python_and_downgrades(dsn: str) -> None:
                 c.rollback()
         return ""
 
-    head = all_functions(dsn)
+    migrate.downgrade(dsn, "0005")
+    head = all_functions(dsn)  # (at 0005)
     migrate.downgrade(dsn, "0004")
     old = all_functions(dsn)
     assert set(head) - set(old) == {
@@ -1048,8 +1107,9 @@ def test_migration_0005_plans_like_python_and_downgrades(dsn: str) -> None:
         "pglogic.search(text,jsonb)",
         "pglogic.search_plan(text,jsonb)",
     }
-    migrate.upgrade(dsn)
+    migrate.upgrade(dsn, "0005")
     assert all_functions(dsn) == head
+    migrate.upgrade(dsn)
     assert plan_error() == "Unknown corpus 'm'; existing: m"  # (it has no embedding space)
 
 

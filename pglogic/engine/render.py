@@ -49,6 +49,7 @@ from pglogic.engine.compile import (
     SearchOptions,
     set_local,
 )
+from pglogic.engine.conjunction import and_texts
 from pglogic.engine.filters import Contains, Filter
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.plans import union_plan
@@ -332,7 +333,8 @@ def search_json(
 ) -> dict[str, Any]:
     """The ``query`` argument of ``pglogic.search(corpus, query)`` for a tree and options.
 
-    Terms without a vector must be in ``pglogic.term_cache`` (see
+    Terms (and AND texts, :mod:`pglogic.engine.conjunction`) without a vector must be in
+    ``pglogic.term_cache`` (see
     :func:`pglogic.store.term_cache.cache_terms`). With ``vectors``, a query that scans along
     the guide vector also carries it (``"guide"``, computed here as the Python search computes
     it: :meth:`CompiledQuery.guide_vector <pglogic.engine.compile.CompiledQuery.guide_vector>`),
@@ -361,7 +363,7 @@ def search_json(
     if vectors is not None and opts.truth.strip().lower() != "calibrated" and _guided(node, opts):
         vector = guide_vector(node, vectors, operators, opts.truth)
         guide = [float(x) for x in vector]
-    return {
+    out: dict[str, Any] = {
         "tree": json_tree(node, vectors),
         "operators": operators,
         "truth": opts.truth,
@@ -373,7 +375,16 @@ def search_json(
         "guide": guide,
         "term_scans": opts.term_scans,
         "filters": [filter_json(f) for f in opts.filters],
+        "and_text": opts.and_text,
     }
+    phrases = and_texts(node) if opts.and_text > 0 and not isinstance(node, Term) else []
+    if vectors is not None and phrases:  # the AND texts' vectors (pglogic.engine.conjunction)
+        out["vectors"] = {
+            p: [float(x) for x in np.asarray(vectors[p], dtype=np.float32)]
+            for p in phrases
+            if p in vectors
+        }
+    return out
 
 
 def _guided(node: Node, opts: SearchOptions) -> bool:

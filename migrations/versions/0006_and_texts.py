@@ -1,0 +1,60 @@
+"""``pglogic.search()`` scores like the new default: NOT ``(1 - x)^1.25`` and each AND's own text.
+
+Applies ``versions/sql/0006_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent): the default operators become ``product-max-strong``
+(product, max, ``complement^1.25``; ``product-max`` keeps its meaning) and any NOT may be
+``complement^G``; the option ``"and_text"`` (default 4) scores the phrase of each AND's positive
+operands too, its vector from the query's ``"vectors"`` or ``pglogic.term_cache``, like
+``pglogic.engine.conjunction``. New helpers: ``_to_text``, ``_flat_args``, ``_and_phrase``,
+``_and_texts``, ``_truth_sql``; ``_score_sql`` takes the weight as a fifth argument (the
+four-argument function is dropped).
+
+Downgrading drops the new ``_score_sql`` and the helpers and applies 0005's
+``0005_search.sql`` again (which creates the four-argument ``_score_sql``).
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-24
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+#: The functions 0006 adds, dependents first (SQL-standard bodies record their dependencies).
+HELPERS = (
+    "pglogic._score_sql(jsonb, text[], text[], text, integer)",
+    "pglogic._truth_sql(text, text)",
+    "pglogic._and_texts(jsonb, text[])",
+    "pglogic._and_phrase(jsonb)",
+    "pglogic._flat_args(jsonb, text)",
+    "pglogic._to_text(jsonb)",
+)
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0006_search.sql"))
+
+
+def downgrade() -> None:
+    _run("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))
+    _run(_frozen("0005_search.sql"))
