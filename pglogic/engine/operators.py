@@ -484,14 +484,20 @@ def complement_power(exponent: float) -> NotOp:
     return _PowerNot(f"complement^{g:g}", f"(1 − x)^{g:g}", definition)
 
 
-class _PowerNot(NotOp):
-    """Power NOTs compare by name (their definitions are closures)."""
+class _ByName:
+    """Operators made from parameters compare by name (their definitions are closures)."""
+
+    name: str
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, NotOp) and other.name == self.name
+        return isinstance(other, UnaryOp) and other.name == self.name
 
     def __hash__(self) -> int:
         return hash(self.name)
+
+
+class _PowerNot(_ByName, NotOp):
+    """A ``complement^G`` NOT (:func:`complement_power`)."""
 
 
 def _truth_clamp(alg: Algebra[T], s: T) -> T:
@@ -579,14 +585,8 @@ def sigmoid_truth(tau: float, lam: float) -> TruthMap:
     return _SigmoidMap(f"sigmoid:{tau!r}:{lam!r}", f"σ((s − {tau:g})·{lam:g})", definition)
 
 
-class _SigmoidMap(TruthMap):
-    """Sigmoid maps compare by name (their definitions are closures)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TruthMap) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash(self.name)
+class _SigmoidMap(_ByName, TruthMap):
+    """A calibrated truth map (:func:`sigmoid_truth`)."""
 
 
 # -- families -----------------------------------------------------------------------------------
