@@ -33,6 +33,9 @@ from pglogic.store.term_cache import remember_term_vectors
 
 E = np.eye(4)
 TERMS = {"A": E[0], "B": E[1], "C": E[2]}
+# the AND texts of the default (pglogic.engine.conjunction), cached like the terms
+TERMS["A and B"] = (E[0] + E[1]) / np.sqrt(2)
+TERMS["B and C"] = (E[1] + E[2]) / np.sqrt(2)
 N_DOCS = 3000
 QUERIES = ['"A"', '"A" AND "B"', '"A" OR "B"', '"A" AND NOT "C"', '"A" OR ("B" AND "C")']
 
