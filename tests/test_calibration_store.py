@@ -353,7 +353,7 @@ def test_sql_score_expression_is_the_python_text(conn: Conn) -> None:
     expected = (  # the default NOT: (1 - x)^1.25
         '((1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((1e-05 - "s0") * 123456789.5)))))) * '
         'power(GREATEST((1.0 - (1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((1e-05 - "s1") * '
-        '123456789.5))))))), 0.0), 1.25))'
+        "123456789.5))))))), 0.0), 1.25))"
     )
     assert f"{expected} AS score" in plan[0]  # (identifiers always quoted, as in Python)
     python = to_sql(tree, lambda t: sql.Identifier({"alpha": "s0", "beta": "s1"}[t]), None, spec)
