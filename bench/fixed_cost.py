@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, machine_line
+from benchlib import RESULTS_DIR, machine_line, phrase_vectors
 
 from pglogic.engine import compile as compile_module
 from pglogic.engine.compile import SearchOptions, compile_query
@@ -61,7 +61,7 @@ def measure(name: str, template: str, rng: np.random.Generator) -> dict[str, obj
         return compile_query(trees[i], CORPUS, opts)
 
     compiled = compile_query(trees[0], CORPUS, opts)
-    vecs = {t: rng.standard_normal(384) for t in terms(trees[0])}
+    vecs = phrase_vectors(trees[0], {t: rng.standard_normal(384) for t in terms(trees[0])})
     return {
         "shape": name,
         "compile_ms": median_ms(cold),

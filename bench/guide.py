@@ -1,12 +1,14 @@
 """How deep must candidate lists go to contain the exact top 10, with and without the guide?
 
-    python bench/guide.py [--sizes 100000,1000000] [--queries 20] [--family itlr]
+    python bench/guide.py [--sizes 100000,1000000] [--queries 20] [--family itlr] [--and-text 4]
 
 Pure NumPy, no database. Per corpus size (``query.make_dataset(size, 11, kind="manifold")``)
 and query shape (AND / OR / NOT of 2, 3, 5, 8 terms as in ``scale.shapes``, NOT n = the first
 half of the terms positive, and ``("t1" OR "t2") AND NOT "t3"``), ``--queries`` term-vector
 maps from ``query.make_queries`` (seed 11 + 1000 + shape index), the exact top 10 of the
-formula (``pglogic.engine.operators.evaluate_numpy`` over all vectors, ``--family``) and:
+formula (``pglogic.engine.operators.evaluate_numpy`` over all vectors, ``--family``; each AND
+also scored against its own text, ``--and-text`` times, as the engine does: synthetic phrase
+vectors, ``benchlib.phrase_vectors``; ``--and-text 0`` for the formula alone) and:
 
 * depth needed: the smallest per-list depth at which the union of the candidate lists holds
   all 10, for (a) one exact nearest-neighbour list per positive term, (b) those lists plus the
@@ -28,10 +30,11 @@ import time
 from typing import Any
 
 import numpy as np
-from benchlib import host, md_table, percentile, write_results
+from benchlib import host, md_table, percentile, phrase_vectors, write_results
 from query import make_dataset, make_queries
 from scale import shapes
 
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, with_and_texts
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.engine.plans import default_depth, guide_depth
@@ -48,9 +51,12 @@ def ranks(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.array([np.count_nonzero(sims > sims[i]) for i in ids])
 
 
-def run_shape(data: Any, text: str, n_queries: int, seed: int, family: str) -> dict[str, Any]:
+def run_shape(
+    data: Any, text: str, n_queries: int, seed: int, family: str, and_text: int = DEFAULT_AND_TEXT
+) -> dict[str, Any]:
     """Depth needed, candidate recall at the default depths and guide time for one shape."""
     tree = parse(text)
+    scored = with_and_texts(tree, and_text)
     names, pos = terms(tree), positive_terms(tree)
     depth = default_depth(K, len(pos))
     gdepth = guide_depth(K, depth)
@@ -59,7 +65,10 @@ def run_shape(data: Any, text: str, n_queries: int, seed: int, family: str) -> d
     secs: list[float] = []
     for q in make_queries(data, n_queries, len(names), seed):
         sims = data.vectors @ np.stack([q[t] for t in names]).T
-        score = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, family)
+        by_text = {t: sims[:, i] for i, t in enumerate(names)}
+        for p, v in phrase_vectors(tree, q).items():
+            by_text.setdefault(p, data.vectors @ v)
+        score = evaluate_numpy(scored, by_text, family)
         top = np.argpartition(-score, K)[:K]
         per_term = np.stack([ranks(sims[:, names.index(t)], top) for t in pos]).min(axis=0)
         t0 = time.perf_counter()
@@ -102,6 +111,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--family", default="itlr")
+    ap.add_argument("--and-text", type=int, default=DEFAULT_AND_TEXT, help="AND-text weight")
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
     texts = shapes([2, 3, 5, 8]) | {"mixed 3": '("t1" OR "t2") AND NOT "t3"'}
@@ -111,7 +121,7 @@ def main() -> None:
         rows: dict[str, dict[str, Any]] = {}
         for si, shape in enumerate(ORDER):
             rows[shape] = run_shape(data, texts[shape], args.queries, args.seed + 1000 + si,
-                                    args.family)  # fmt: skip
+                                    args.family, args.and_text)  # fmt: skip
             print(size, shape, rows[shape]["depth_needed"], rows[shape]["recall"], flush=True)
         result["sizes"][str(size)] = rows
         m = result["machine"]
@@ -120,7 +130,9 @@ def main() -> None:
             " (`bench/guide.py`)",
             "",
             f"Synthetic manifold data (`query.make_dataset`, seed {args.seed}), operator family"
-            f" `{args.family}`, {args.queries} queries per shape; pure NumPy on {m['cpu_model']}"
+            f" `{args.family}` with AND texts of weight {args.and_text}"
+            f" (`pglogic.engine.conjunction`), {args.queries} queries per shape; pure NumPy on"
+            f" {m['cpu_model']}"
             f" ({m['nproc']} CPUs), Python {m['python']}, NumPy {m['packages']['numpy']}.",
             "",
             "**Depth needed** (p50 / p90 / max over queries): the smallest depth d at which the"

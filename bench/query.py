@@ -18,7 +18,9 @@ with ``compile_query(tree, corpus, SearchOptions(k=10))`` and run with
 Per query we also time n single-term HNSW queries at the same depth and ``hnsw.ef_search``
 (``SELECT id FROM t ORDER BY embedding <=> v LIMIT depth``, each in its own transaction with
 ``set_config(..., true)``) and report compiled / sum (goal <= 1.3), and recall@10 of the
-compiled query against ``exact=True`` evaluation of the same formula (goal >= 0.95).
+compiled query against ``exact=True`` evaluation of the same formula (goal >= 0.95). The AND
+texts the engine scores (``pglogic.engine.conjunction``) get synthetic vectors: the normalised
+mean of their terms' (``benchlib.phrase_vectors``).
 
 Diagnostics: EXPLAIN (ANALYZE, BUFFERS, VERBOSE) of compiled statements, the same statements with
 ``sims AS MATERIALIZED`` (each similarity computed once), and the same data with the embedding
@@ -49,6 +51,7 @@ from benchlib import (
     machine,
     machine_md,
     md_table,
+    phrase_vectors,
     server_dsn,
     summary_ms,
     wait_idle,
@@ -57,10 +60,11 @@ from benchlib import (
 from psycopg import sql
 
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, with_and_texts
 from pglogic.engine.operators import to_sql
 from pglogic.engine.plans import default_depth
 from pglogic.engine.source import Corpus
-from pglogic.query import Node, parse
+from pglogic.query import Node, parse, terms
 from pglogic.store.corpus import build_index, corpus_info, create_corpus
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
@@ -242,7 +246,7 @@ Variant = Callable[[Connection, Corpus, Node, CompiledQuery], Run]
 
 def library_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
     """The product path: ``pglogic.store.search.execute`` of the library's statement."""
-    return lambda vecs: [h.id for h in execute(conn, compiled, dict(vecs))]
+    return lambda vecs: [h.id for h in execute(conn, compiled, phrase_vectors(tree, vecs))]
 
 
 def rewrite_materialized(text: str) -> str:
@@ -315,7 +319,7 @@ def rewrite_variant(rewrite: Callable[[str], str]) -> Variant:
         stmt = rewrite(compiled.as_string(conn)).encode()
 
         def run(vecs: dict[str, np.ndarray]) -> list[int]:
-            params = compiled.with_vectors(vecs)
+            params = compiled.with_vectors(phrase_vectors(tree, vecs))
             with conn.transaction():
                 for name, value in compiled.settings.items():
                     conn.execute("SELECT set_config(%s, %s, true)", (name, value))
@@ -326,17 +330,20 @@ def rewrite_variant(rewrite: Callable[[str], str]) -> Variant:
     return prepare
 
 
-def compile_nojoin(tree: Node, corpus: Corpus, compiled: CompiledQuery) -> CompiledQuery:
+def compile_nojoin(
+    tree: Node, corpus: Corpus, compiled: CompiledQuery, and_text: int = DEFAULT_AND_TEXT
+) -> CompiledQuery:
     """Prototype C: each candidate CTE returns ``id, embedding`` (the HNSW scan has the heap row
     already; with STORAGE MAIN the vector is inline), so similarities are computed on the CTE
     rows without joining the table again; only the top k rows are joined for their columns.
-    Same terms, depth, settings, score expression (``pglogic.engine.operators.to_sql``) as the library.
+    Same terms, depth, settings, score expression (``pglogic.engine.operators.to_sql``, with the
+    AND texts of ``and_text``: ``pglogic.engine.conjunction``) as the library.
     """
-    all_terms = compiled.terms
+    all_terms = compiled.terms  # the terms, then the AND texts
     cand_terms = compiled.candidate_terms
     index_of = {t: i for i, t in enumerate(all_terms)}
     col = {t: sql.Identifier(f"s{i}") for t, i in index_of.items()}
-    score = to_sql(tree, lambda t: col[t], compiled.family, "clamp")
+    score = to_sql(with_and_texts(tree, and_text), lambda t: col[t], compiled.family, "clamp")
 
     def dist(expr: sql.Composable, i: int) -> sql.Composable:
         return sql.SQL("{} <=> {}::vector({})").format(
@@ -395,7 +402,7 @@ def compile_nojoin(tree: Node, corpus: Corpus, compiled: CompiledQuery) -> Compi
 def nojoin_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
     """Prototype C run through ``pglogic.store.search.execute``."""
     proto = compile_nojoin(tree, corpus, compiled)
-    return lambda vecs: [h.id for h in execute(conn, proto, dict(vecs))]
+    return lambda vecs: [h.id for h in execute(conn, proto, phrase_vectors(tree, vecs))]
 
 
 VARIANTS: dict[str, Variant] = {
@@ -483,7 +490,7 @@ def bench_shape(
         k = i % len(steps)
         for step in steps[k:] + steps[:k]:
             if step == "baseline":
-                for t in compiled.terms:
+                for t in terms(tree):  # the query's terms (not the AND texts: no scan)
                     sec, _ = single_term(conn, corpus, vecs[t], depth, ef)
                     b += sec
                     if t in compiled.candidate_terms:
@@ -502,7 +509,7 @@ def bench_shape(
     out: dict[str, Any] = {
         "shape": shape,
         "query": SHAPES[shape],
-        "terms": len(compiled.terms),
+        "terms": len(terms(tree)),
         "candidate_terms": len(compiled.candidate_terms),
         "depth": depth,
         "ef_search": ef,
@@ -533,10 +540,11 @@ def exact_ids(
 ) -> tuple[list[list[int]], list[float]]:
     """Top-k ids of ``exact=True`` evaluation of each query, and the exact latencies."""
     compiled = compile_shape(conn, corpus, shape, exact=True)
+    tree = parse(SHAPES[shape])
     out, lat = [], []
     for vecs in queries:
         t0 = time.perf_counter()
-        out.append([h.id for h in execute(conn, compiled, dict(vecs))])
+        out.append([h.id for h in execute(conn, compiled, phrase_vectors(tree, vecs))])
         lat.append(time.perf_counter() - t0)
     return out, lat
 
@@ -574,7 +582,7 @@ def explain(
     text = compiled.as_string(conn)
     if rewrite is not None:
         text = rewrite(text)
-    params = compiled.with_vectors(vecs)
+    params = compiled.with_vectors(phrase_vectors(parse(SHAPES[shape]), vecs))
     with conn.transaction():
         for name, value in compiled.settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))

@@ -13,7 +13,9 @@ ef_construction=HNSW_EF_CONSTRUCTION)``:
   negated); k = 10 and 100; no filter, ``g < 10`` (10% of rows), ``g = 0`` (1%);
 * per (shape, k, filter): p50/p95/p99 of ``pglogic.store.search.search`` (vectors given), recall@10
   and recall@k against exact evaluation of the same formula (NumPy over all vectors, the
-  operators' NumPy face), compared in the same run, per query and in rotating order, with
+  operators' NumPy face, with the AND texts of ``pglogic.engine.conjunction`` at the default
+  ``and_text``: synthetic phrase vectors, ``benchlib.phrase_vectors``), compared in the same
+  run, per query and in rotating order, with
   (a) ``floor``: one plain HNSW query per candidate term at the same depth / ef_search
   (``SELECT id ... ORDER BY embedding <=> v LIMIT depth``, its ``SET LOCAL``s pipelined in
   the same round trip, as ``search.execute`` does), summed;
@@ -57,6 +59,7 @@ from benchlib import (
     machine_md,
     md_table,
     percentile,
+    phrase_vectors,
     server_dsn,
     write_results,
 )
@@ -66,6 +69,7 @@ from query import DIM, Dataset, make_dataset, make_queries
 
 from pglogic.engine.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.compile import set_local as set_local_statements
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, with_and_texts
 from pglogic.engine.filters import Comparison, Filter, filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
@@ -108,7 +112,9 @@ def shapes(term_counts: Sequence[int]) -> dict[str, str]:
 
 
 class Vectors:
-    """An embedder that returns given vectors (the benchmark's query terms)."""
+    """An embedder that returns given vectors (the benchmark's query terms in ``current``);
+    a text it does not know, an AND text such as ``t1 and t2``, gets the normalised mean of
+    the vectors of the terms it contains (``benchlib.phrase_vectors``)."""
 
     name = "synthetic"
     dim = DIM
@@ -117,7 +123,13 @@ class Vectors:
         self.current: dict[str, np.ndarray] = {}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self.current[t] for t in texts])
+        vecs = phrase_vectors(texts, self.current)
+        return np.stack([vecs[t] for t in texts])
+
+
+def scored_tree(tree: Node, opts: SearchOptions) -> Node:
+    """The tree the engine scores for ``opts``: with the AND texts (fuzzy mode)."""
+    return with_and_texts(tree, opts.and_text if opts.mode == "fuzzy" else 0)
 
 
 class MemorySampler:
@@ -198,13 +210,24 @@ def kept_database(base: str, size: int, data: str, seed: int) -> tuple[str, str 
 
 
 def exact_top(
-    tree: Node, data: Dataset, vecs: dict[str, np.ndarray], mask: np.ndarray, k: int
+    tree: Node,
+    data: Dataset,
+    vecs: dict[str, np.ndarray],
+    mask: np.ndarray,
+    k: int,
+    and_text: int = DEFAULT_AND_TEXT,
 ) -> list[int]:
-    """Ids (1-based, ingest order) of the exact top k of the formula over the masked rows."""
+    """Ids (1-based, ingest order) of the exact top k of the formula over the masked rows.
+
+    The formula is the one the engine scores: each AND also scored against its own text
+    (``and_text``, :mod:`pglogic.engine.conjunction`), with synthetic phrase vectors.
+    """
+    vecs = phrase_vectors(tree, vecs)
     names = sorted(vecs)
     sims = data.vectors @ np.stack([vecs[t] for t in names]).T
     # the engine's default family: the one every statement of this benchmark compiles with
-    scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, DEFAULT_FAMILY)
+    by_text = {t: sims[:, i] for i, t in enumerate(names)}
+    scores = evaluate_numpy(with_and_texts(tree, and_text), by_text, DEFAULT_FAMILY)
     scores = np.where(mask, scores, -np.inf)
     top = np.argpartition(-scores, k)[:k] if k < len(scores) else np.arange(len(scores))
     top = top[np.lexsort((top, -scores[top]))]
@@ -342,7 +365,9 @@ def client_run(
         "SELECT id, external_id, title, metadata FROM {t} WHERE id = ANY(%(ids)s)"
     ).format(t=corpus.table)
     family = compiled.family  # score client-side with the family the statement uses
-    names = compiled.terms
+    names = compiled.terms  # the terms, then the AND texts
+    vecs = phrase_vectors(tree, vecs)
+    scored = scored_tree(tree, opts)
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
 
     settings = sql.SQL("; ").join(set_local_statements(plan_settings))
@@ -367,7 +392,7 @@ def client_run(
             return time.perf_counter() - t0, []
         m = np.stack([embs[j].to_numpy() for j in first]).astype(np.float32)
         sims = (m @ qmat.T) / np.linalg.norm(m, axis=1, keepdims=True)
-        scores = evaluate_numpy(tree, {t: sims[:, i] for i, t in enumerate(names)}, family)
+        scores = evaluate_numpy(scored, {t: sims[:, i] for i, t in enumerate(names)}, family)
         order = np.lexsort((uniq, -scores))[: opts.k]
         top = [int(uniq[j]) for j in order]
         conn.execute(cols, {"ids": top}).fetchall()

@@ -15,8 +15,9 @@ filter ``g = 0``, runs three ways at default options:
 
 The three run per query in rotating order (none always gets the cold cache). Per shape and
 filter: recall@10 of each against the exact top 10 (NumPy over every vector, scale.py's
-``exact_top``), how many queries returned the same ids in the same order as ``python``, the mean
-overlap@10 with ``python`` (shared ids / 10), and p50 latency.
+``exact_top``, with the AND texts and synthetic phrase vectors), how many queries returned the
+same ids in the same order as ``python``, the mean overlap@10 with ``python`` (shared ids / 10),
+and p50 latency.
 
 ``--keep`` leaves the database for ``--reuse`` (no load, no build; a kept database without the
 whole corpus and its index is loaded again). Results: ``bench/results/sql_parity.{md,json}``,
@@ -42,6 +43,7 @@ from benchlib import (
     machine_md,
     md_table,
     percentile,
+    phrase_vectors,
     server_dsn,
     write_results,
 )
@@ -99,7 +101,7 @@ def run_shapes(
             ovl: dict[str, list[float]] = {m: [] for m in METHODS[1:]}
             for vecs in queries:
                 truth = exact_top(tree, data, vecs, mask, 10)
-                with_guide = search_json(tree, opts, vecs)
+                with_guide = search_json(tree, opts, phrase_vectors(tree, vecs))
                 without = {**with_guide, "guide": True}
                 got: dict[str, list[int]] = {}
                 order = METHODS[turn % 3 :] + METHODS[: turn % 3]
