@@ -3,6 +3,8 @@
 Each is a real HTTP server on 127.0.0.1 (a free port) in a thread, so clients run their whole
 path (the ``openai`` SDK over TCP). Replies are queued with :meth:`ScriptedServer.script`: a
 success, an HTTP error with headers, a slow answer, or a raw JSON body; every request is recorded.
+``GET /v1/models`` lists one model owned by :attr:`ScriptedServer.owned_by` (None: HTTP 404);
+those requests are recorded in ``gets``.
 
 Example (a pytest fixture)::
 
@@ -54,10 +56,27 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
+        self.owned_by: str | None = "scripted"
         self.lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with server.lock:
+                    server.gets.append(self.path)
+                    owner = server.owned_by
+                status, body = 404, {"error": {"message": f"no route {self.path}"}}
+                if self.path == "/v1/models" and owner is not None:
+                    model = {"id": "scripted-model", "object": "model", "owned_by": owner}
+                    status, body = 200, {"object": "list", "data": [model]}
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 payload = json.loads(self.rfile.read(length) or b"{}")
@@ -119,6 +138,8 @@ class ScriptedServer:
         with self.lock:
             self.replies.clear()
             self.requests.clear()
+            self.gets.clear()
+            self.owned_by = "scripted"
 
     def __enter__(self) -> Self:
         self.thread.start()

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +28,11 @@ from pglogic.llm.rewrite import (
     SYSTEM_PROMPT,
     RewriteCache,
     build_messages,
+    constraint,
+    example_answer,
     extract_formula,
     rewrite,
+    system_prompt,
 )
 from pglogic.query import Term, parse
 from tests.conftest import TEMPLATE_DB, run_cli
@@ -53,8 +57,10 @@ def _fresh(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def config(server: ChatServer, **kw: Any) -> LLMConfig:
-    """Fast retries for tests: backoff 10 ms."""
-    opts: dict[str, Any] = {"timeout": 5.0, "backoff": 0.01, "max_backoff": 0.05, **kw}
+    """Fast retries for tests: backoff 10 ms; plain output unless ``output`` says otherwise."""
+    opts: dict[str, Any] = {
+        "timeout": 5.0, "backoff": 0.01, "max_backoff": 0.05, "output": "plain", **kw
+    }  # fmt: skip
     return LLMConfig(server.url, MODEL, **opts)
 
 
@@ -81,8 +87,10 @@ def test_valid_query_and_the_request_sent(server: ChatServer) -> None:
     assert body["model"] == MODEL
     assert body["temperature"] == 0
     assert "seed" not in body
+    assert "grammar" not in body and "response_format" not in body  # plain output
     messages = body["messages"]
-    assert messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert messages[0] == {"role": "system", "content": system_prompt("plain")}
+    assert messages[0]["content"].startswith(SYSTEM_PROMPT)
     assert messages[-1] == {
         "role": "user",
         "content": "Question: Grain news that is not about wheat",
@@ -92,10 +100,17 @@ def test_valid_query_and_the_request_sent(server: ChatServer) -> None:
         item for q, f in EXAMPLES for item in (("user", f"Question: {q}"), ("assistant", f))
     ]
     formulas = [f for _, f in EXAMPLES]
-    # the examples show NOT, OR under AND, AND under OR, and nested parentheses
+    # the examples show NOT, NOT over a group, OR under AND, AND under OR, two groups in one
     assert any("NOT (" in f for f in formulas)
     assert any(") OR" in f for f in formulas) and any("AND (" in f for f in formulas)
-    assert any(f.count("(") >= 2 and "((" not in f and "AND (" in f for f in formulas)
+    assert any(f.count("(") >= 2 for f in formulas)
+    # ... and share no question (nor a gold formula) with the benchmark's hand-written set
+    path = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    bench_questions = {" ".join(r["question"].casefold().split()) for r in rows}
+    bench_golds = {r["gold"] for r in rows}
+    for q, f in EXAMPLES:
+        assert " ".join(q.casefold().split()) not in bench_questions and f not in bench_golds
 
 
 def test_unparsable_answer_is_retried_with_the_parser_message(server: ChatServer) -> None:
@@ -184,6 +199,102 @@ def test_empty_question_is_refused_before_asking(server: ChatServer) -> None:
     with pytest.raises(QueryError, match="Empty question"):
         rewrite("   ", client(server))
     assert server.requests == []
+
+
+# -- constrained output: grammar, JSON schema, plain -----------------------------------------------
+
+
+def test_grammar_mode_sends_the_questions_grammar(server: ChatServer) -> None:
+    server.script('"crude oil" AND NOT "natural gas"')
+    question = "News about crude oil but not natural gas"
+    rw = rewrite(question, client(server, output="grammar"), cache=None)
+    assert (rw.query, rw.output, rw.fallback, rw.repairs) == (
+        '"crude oil" AND NOT "natural gas"',
+        "grammar",
+        False,
+        (),
+    )
+    [req] = server.requests
+    body = req["json"]
+    assert "response_format" not in body
+    assert body["grammar"] == constraint(question, "grammar")["grammar"]
+    lines = body["grammar"].splitlines()
+    assert lines[0] == 'root ::= first-and (" OR " and)*'
+    assert lines[-1] == (
+        'word ::= "News" | "news" | "about" | "crude" | "oil" | "natural" | "gas"'
+    )  # "but" and "not" carry logic: never inside a term
+    assert body["messages"][0]["content"] == system_prompt("grammar")
+    assert body["messages"][2]["content"] == EXAMPLES[0][1]
+    assert server.gets == []  # a configured mode asks no /models
+
+
+def test_json_mode_sends_a_schema_and_reads_the_tree(server: ChatServer) -> None:
+    answer = {"query": {"and": [{"term": "grain"}, {"not": {"term": "wheat"}}]}}
+    server.script(json.dumps(answer))
+    rw = rewrite("grain, not wheat", client(server, output="json"), cache=None)
+    assert (rw.query, rw.output, rw.attempts) == ('"grain" AND NOT "wheat"', "json", 1)
+    body = server.requests[0]["json"]
+    assert "grammar" not in body
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["required"] == ["query"]
+    messages = body["messages"]
+    assert messages[0]["content"] == system_prompt("json")
+    assert json.loads(messages[2]["content"]) == json.loads(example_answer(EXAMPLES[0][1], "json"))
+
+
+@pytest.mark.parametrize(
+    ("owned_by", "mode"),
+    [("me", "grammar"), ("llamacpp", "grammar"), ("vllm", "json"), (None, "plain")],
+)
+def test_auto_mode_asks_the_server_once(
+    server: ChatServer, owned_by: str | None, mode: str
+) -> None:
+    server.owned_by = owned_by
+    server.script('"a" OR "b"', '"a" OR "b"')
+    chat = client(server, output="auto")
+    for question in ("alpha or beta", "beta or alpha"):
+        assert rewrite(question, chat, cache=None).output == mode
+    assert server.gets == ["/v1/models"]
+    bodies = [r["json"] for r in server.requests]
+    assert all(("grammar" in b) == (mode == "grammar") for b in bodies)
+    assert all(("response_format" in b) == (mode == "json") for b in bodies)
+
+
+def test_a_rejected_constraint_is_asked_again_plain_and_remembered(server: ChatServer) -> None:
+    server.script(
+        Reply(status=400, error="Unrecognized request argument supplied: grammar"),
+        '"oil" AND NOT "gas"',
+        '"coal"',
+    )
+    chat = client(server, output="grammar")
+    rw = rewrite("oil, not gas", chat, cache=None)
+    assert (rw.query, rw.output, rw.fallback, rw.attempts) == (
+        '"oil" AND NOT "gas"',
+        "plain",
+        False,
+        2,
+    )
+    first, second = (r["json"] for r in server.requests)
+    assert "grammar" in first and "grammar" not in second
+    assert chat.output_mode() == "plain"
+    rewrite("coal", chat, cache=None)
+    assert "grammar" not in server.requests[2]["json"]
+
+
+def test_the_checks_repair_the_answer_and_say_so(server: ChatServer) -> None:
+    server.script(
+        '"questions about sourdough" OR "rye breads"', '"questions about sourdough" OR "rye breads"'
+    )
+    question = "Questions about sourdough or rye bread"
+    rw = rewrite(question, client(server), cache=None)
+    assert rw.query == '"sourdough" OR "rye bread"'
+    assert rw.answers == ('"questions about sourdough" OR "rye breads"',)
+    assert any("request words" in r for r in rw.repairs) and any(
+        "rye bread" in r for r in rw.repairs
+    )
+    raw = rewrite(question, client(server), cache=None, checks=False)
+    assert (raw.query, raw.repairs) == ('"questions about sourdough" OR "rye breads"', ())
 
 
 # -- transport errors: retried or not, and their messages ----------------------------------------

@@ -336,9 +336,11 @@ def test_real_local_model_rewrites_questions() -> None:
             ("Articles about gold or silver", ["gold", "silver"], False),
             ("Papers on dark matter, excluding galaxy clusters", ["dark matter", "galax"], True),
         ]
+        assert client.output_mode() == "grammar"  # llama-cpp-python's server is recognised
         for question, expected, negated in cases:
             rw = rewrite(question, client, cache=None)
-            assert not rw.fallback, rw.answers
+            assert not rw.fallback and rw.attempts == 1, rw.answers
+            assert rw.output == "grammar"
             tree = parse(rw.query)  # parses
             text = rw.query.lower()
             for word in expected:

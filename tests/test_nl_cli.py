@@ -32,7 +32,7 @@ class EchoChatServer(ChatServer):
         system, last = messages[0]["content"], messages[-1]["content"]
         if system == QUESTION_SYSTEM:
             content = ASKED + last.removeprefix("Query: ") + "?"
-        elif system == SYSTEM_PROMPT:
+        elif system.startswith(SYSTEM_PROMPT):
             content = last.removeprefix("Question: ").removeprefix(ASKED).removesuffix("?")
         elif system == REASONING_SYSTEM:
             content = "Relevant documents discuss " + last

@@ -28,7 +28,8 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,14 @@ from pglogic.eval.nl import (  # noqa: E402
     NL_METHODS,
     PGLOGIC_GOLD,
     PGLOGIC_RW,
+    SHAPES,
     NLItem,
     TimingChat,
     evaluate_nl,
     item_json,
     judge,
     sample_queries,
+    shape,
     summarise_items,
 )
 from pglogic.llm.client import Completion, LLMConfig, get_client  # noqa: E402
@@ -80,21 +83,33 @@ class DiskCachedChat:
                     rec = json.loads(line)
                     self.items[rec["key"]] = rec
 
-    def key(self, messages: Sequence[dict[str, str]]) -> str:
-        blob = json.dumps(
-            [self.config.model, self.config.max_tokens, list(messages)], sort_keys=True
-        )
+    def key(
+        self, messages: Sequence[dict[str, str]], extra: Mapping[str, Any] | None = None
+    ) -> str:
+        parts: list[Any] = [self.config.model, self.config.max_tokens, list(messages)]
+        if extra:  # answers asked without a constraint keep their old keys
+            parts.append(dict(extra))
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
-    def complete(self, messages: list[dict[str, str]]) -> Completion:
-        k = self.key(messages)
+    def output_mode(self) -> str:
+        mode: str = self.client.output_mode()
+        return mode
+
+    def complete(
+        self, messages: list[dict[str, str]], *, extra: Mapping[str, Any] | None = None
+    ) -> Completion:
+        k = self.key(messages, extra)
         rec = self.items.get(k)
         if rec is not None:
             self.hits += 1
-            return Completion(rec["text"], rec["model"], 1, rec["seconds"])
+            return Completion(
+                rec["text"], rec["model"], 1, rec["seconds"], rec.get("constrained", False)
+            )
         self.calls += 1
-        c: Completion = self.client.complete(messages)
-        rec = {"key": k, "model": c.model, "text": c.text, "seconds": round(c.seconds, 4)}
+        c: Completion = self.client.complete(messages, extra=extra)
+        rec = {"key": k, "model": c.model, "text": c.text, "seconds": round(c.seconds, 4),
+               "constrained": c.constrained}  # fmt: skip
         self.items[k] = rec
         with self.path.open("a") as fh:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -108,6 +123,7 @@ def client_for(base: LLMConfig, max_tokens: int) -> DiskCachedChat:
         api_key=base.api_key,
         timeout=base.timeout,
         max_tokens=max_tokens,
+        output=base.output,
     )
     return DiskCachedChat(get_client(cfg))
 
@@ -138,7 +154,22 @@ def stage_progress(dataset: str) -> Any:
 # -- part A -------------------------------------------------------------------------------------
 
 
-def part_hand(base: LLMConfig) -> dict[str, Any]:
+def hand_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy, fallback and retry rates and latency of some part-A rows."""
+    n = max(1, len(rows))
+    return {
+        "questions": len(rows),
+        "exact": sum(r["exact"] for r in rows) / n,
+        "equivalent": sum(r["equivalent"] for r in rows) / n,
+        "lenient": sum(r["lenient"] for r in rows) / n,
+        "fallback_rate": sum(r["fallback"] for r in rows) / n,
+        "retry_rate": sum(r["attempts"] > 1 for r in rows) / n,
+        "repaired_rate": sum(bool(r.get("repairs")) for r in rows) / n,
+        "latency": latency([r["seconds"] for r in rows]),
+    }
+
+
+def part_hand(base: LLMConfig, checks: bool = True) -> dict[str, Any]:
     rows = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
     client = client_for(base, 256)
     out = []
@@ -146,13 +177,18 @@ def part_hand(base: LLMConfig) -> dict[str, Any]:
     for i, row in enumerate(rows):
         seconds: list[float] = []
         timing = TimingChat(client, seconds)
-        rw = rewrite(row["question"], timing, cache=None)
+        rw = rewrite(row["question"], timing, cache=None, checks=checks)
         gold = parse(row["gold"])
         acc = judge(None if rw.fallback else rw.tree, gold)
         out.append(
             {
                 **row,
+                "set": "new" if row["id"].startswith("n") else "original",
+                "shape": shape(gold, row["question"]),
                 "rewrite": rw.query,
+                "answer": rw.answers[-1] if rw.answers else "",
+                "output": rw.output,
+                "repairs": list(rw.repairs),
                 "fallback": rw.fallback,
                 "attempts": len(seconds),
                 "seconds": round(sum(seconds), 3),
@@ -162,16 +198,12 @@ def part_hand(base: LLMConfig) -> dict[str, Any]:
             }
         )
         report(i + 1, len(rows))
-    n = len(out)
-    summary = {
-        "questions": n,
-        "exact": sum(r["exact"] for r in out) / n,
-        "equivalent": sum(r["equivalent"] for r in out) / n,
-        "lenient": sum(r["lenient"] for r in out) / n,
-        "fallback_rate": sum(r["fallback"] for r in out) / n,
-        "retry_rate": sum(r["attempts"] > 1 for r in out) / n,
-        "latency": latency([r["seconds"] for r in out]),
-    }
+    groups: dict[str, dict[str, Any]] = {}
+    for key, values in (("set", ("original", "new")), ("shape", SHAPES)):
+        for value in values:
+            sub = [r for r in out if r[key] == value]
+            if sub:
+                groups[f"{key}:{value}"] = hand_summary(sub)
     by_topic: dict[str, dict[str, float]] = {}
     for topic in sorted({r["topic"] for r in out}):
         sub = [r for r in out if r["topic"] == topic]
@@ -180,7 +212,14 @@ def part_hand(base: LLMConfig) -> dict[str, Any]:
             "exact": sum(r["exact"] for r in sub) / len(sub),
             "equivalent": sum(r["equivalent"] for r in sub) / len(sub),
         }
-    return {"summary": summary, "by_topic": by_topic, "items": out}
+    return {
+        "summary": hand_summary(out),
+        "output": out[0]["output"] if out else "",
+        "checks": checks,
+        "groups": groups,
+        "by_topic": by_topic,
+        "items": out,
+    }
 
 
 # -- part B -------------------------------------------------------------------------------------
@@ -242,37 +281,45 @@ def markdown(data: dict[str, Any]) -> str:
     if data.get("note"):
         out += [f"Note: {data['note']}", ""]
     if "hand" in data:
-        h = data["hand"]["summary"]
+        hand = data["hand"]
+        h = hand["summary"]
         out += [
             "## A. Rewrite accuracy on hand-written questions",
             "",
-            f"{h['questions']} questions with gold formulas (`bench/nl/questions.jsonl`: NOT, OR, "
-            "parentheses, 1–5 terms; news, cooking, robotics, science, health, travel). *Exact*: "
-            "same canonical query once terms are case-folded and whitespace-normalised; "
+            f"{h['questions']} questions with gold formulas (`bench/nl/questions.jsonl`: the 47 "
+            "original ones on news, cooking, robotics, science, health and travel, and 70 new ones "
+            "on law, sports, software, finance, medicine, history, travel, music and more, with "
+            "NOT, OR, either/or, neither/nor, mixed precedence and questions that need no logic). "
+            f"Output constrained by `{hand.get('output', 'plain')}`; deterministic checks "
+            f"against the question's words {'on' if hand.get('checks', False) else 'off'}. "
+            "*Exact*: same canonical query once terms are case-folded and whitespace-normalised; "
             "*equivalent*: same truth table over the gold terms, a rewritten term matching a "
             "gold term only by equal normalised text (an invented or reworded term is wrong); "
-            "*lenient*: also when a rewritten term contains exactly one gold term's words.",
+            "*lenient*: also when a rewritten term contains exactly one gold term's words; "
+            "*repaired*: the checks changed the model's answer.",
             "",
         ]
+        rows = [["all", *hand_cells(h)]]
+        for name, g in hand.get("groups", {}).items():
+            rows.append([name.replace("set:", "").replace("shape:", ""), *hand_cells(g)])
+        for name, g in data.get("hand_ablation", {}).items():
+            rows.append([f"all, {name}", *hand_cells(g)])
         out += md_table(
-            ["exact", "equivalent", "lenient", "fallback", "retried", "latency p50 (s)",
-             "p95 (s)"],
-            [[fmt(h["exact"]), fmt(h["equivalent"]), fmt(h["lenient"]),
-              fmt(h["fallback_rate"]), fmt(h["retry_rate"]), f"{h['latency']['p50_s']:.2f}",
-              f"{h['latency']['p95_s']:.2f}"]],
+            ["questions", "n", "exact", "equivalent", "lenient", "fallback", "retried",
+             "repaired", "latency p50 (s)", "p95 (s)"], rows,
         ).splitlines()  # fmt: skip
         out += ["", "By topic:", ""]
         out += md_table(
             ["topic", "questions", "exact", "equivalent"],
             [[t, v["questions"], fmt(v["exact"]), fmt(v["equivalent"])]
-             for t, v in data["hand"]["by_topic"].items()],
+             for t, v in hand["by_topic"].items()],
         ).splitlines()  # fmt: skip
-        wrong = [r for r in data["hand"]["items"] if not r["equivalent"]][:12]
+        wrong = [r for r in hand["items"] if not r["equivalent"]]
         if wrong:
-            out += ["", "Some rewrites that are not equivalent:", ""]
+            out += ["", f"Rewrites that are not equivalent ({len(wrong)}):", ""]
             out += md_table(
-                ["question", "gold", "rewrite"],
-                [[r["question"], f"`{r['gold']}`", f"`{r['rewrite']}`"] for r in wrong],
+                ["id", "question", "gold", "rewrite"],
+                [[r["id"], r["question"], f"`{r['gold']}`", f"`{r['rewrite']}`"] for r in wrong],
             ).splitlines()
         out.append("")
     if "real" in data:
@@ -325,6 +372,14 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def hand_cells(h: dict[str, Any]) -> list[Any]:
+    return [
+        h["questions"], fmt(h["exact"]), fmt(h["equivalent"]), fmt(h["lenient"]),
+        fmt(h["fallback_rate"]), fmt(h["retry_rate"]), fmt(h.get("repaired_rate", 0.0)),
+        f"{h['latency']['p50_s']:.2f}", f"{h['latency']['p95_s']:.2f}",
+    ]  # fmt: skip
+
+
 def DATASETS_DONE(r: dict[str, Any]) -> list[str]:
     return [d for d in DATASETS if d in r]
 
@@ -340,6 +395,11 @@ def main() -> None:
     ap.add_argument("--reasoning-tokens", type=int, default=96)
     ap.add_argument("--out", type=Path, default=HERE)
     ap.add_argument("--note", default=None, help="a remark on the run, shown in results.md")
+    ap.add_argument(
+        "--ablation",
+        action="store_true",
+        help="part A also without the checks, and without any output constraint",
+    )
     ap.add_argument(
         "--render-only", action="store_true", help="rewrite results.md from results.json"
     )
@@ -369,9 +429,20 @@ def main() -> None:
         for part in ("hand", "real"):
             if part in old:
                 data[part] = old[part]
+    if args.note:
+        data["note"] = args.note
     if args.part in ("hand", "all"):
         data["hand"] = part_hand(base)
         print(json.dumps(data["hand"]["summary"]), flush=True)
+        if args.ablation:
+            no_checks = part_hand(base, checks=False)
+            ablation = {f"{no_checks['output']}, no checks": no_checks["summary"]}
+            plain = replace(base, output="plain")
+            for checks in (True, False):
+                res = part_hand(plain, checks=checks)
+                ablation[f"plain, {'checks' if checks else 'no checks'}"] = res["summary"]
+            data["hand_ablation"] = ablation
+            print(json.dumps(ablation), flush=True)
     if args.part in ("real", "all"):
         real = part_real(base, args)
         real["config"] = {

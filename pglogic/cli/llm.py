@@ -27,7 +27,14 @@ from pglogic.engine.filters import parse_filter
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.errors import ConfigError
 from pglogic.llm import local as local_llm
-from pglogic.llm.client import ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT, LLMConfig
+from pglogic.llm.client import (
+    ENV_BASE_URL,
+    ENV_MODEL,
+    ENV_OUTPUT,
+    ENV_TIMEOUT,
+    OUTPUT_MODES,
+    LLMConfig,
+)
 from pglogic.llm.rewrite import AskResult
 
 
@@ -46,6 +53,8 @@ def answer_json(result: AskResult) -> dict[str, Any]:
         "reason": rw.reason,
         "model": rw.model,
         "answers": list(rw.answers),
+        "output": rw.output,
+        "repairs": list(rw.repairs),
         "cached": rw.cached,
         "rewrite_seconds": rw.seconds,
         "hits": [
@@ -100,6 +109,12 @@ def answer_json(result: AskResult) -> dict[str, Any]:
 @click.option(
     "--llm-timeout", type=float, help=f"Seconds per LLM request [${ENV_TIMEOUT}, else 60]."
 )
+@click.option(
+    "--llm-output",
+    type=click.Choice(list(OUTPUT_MODES)),
+    help=f"How the answer is constrained: a GBNF grammar (llama.cpp), a JSON schema "
+    f"(structured outputs) or nothing [${ENV_OUTPUT}, else auto: asks the server].",
+)
 @click.option("--explain", is_flag=True, help="Show each term's similarity per hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the query and hits as one JSON line.")
 @click.pass_context
@@ -115,17 +130,23 @@ def ask(
     llm_base_url: str | None,
     llm_model: str | None,
     llm_timeout: float | None,
+    llm_output: str | None,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Ask CORPUS a QUESTION in plain language: an LLM writes the logical query, pglogic runs it.
 
-    The logical query is the title of the hits table. When the model's answer does not parse, even
-    after one retry with the parser's message, the question is searched as plain text (dense
-    search) and the output says so. The API key comes from $PGLOGIC_LLM_API_KEY (or
+    The logical query is the title of the hits table. The answer is constrained to the query
+    language where the server allows (a grammar for llama.cpp, a JSON schema elsewhere) and
+    checked against the question's words; "Checked:" lists what that changed. When the answer
+    does not parse, even after one retry with the parser's message, the question is searched as
+    plain text (dense search) and the output says so. The API key comes from $PGLOGIC_LLM_API_KEY (or
     $OPENAI_API_KEY for OpenAI); local servers need none.
     """
-    config = LLMConfig.resolve(base_url=llm_base_url, model=llm_model, timeout=llm_timeout)
+    options: dict[str, Any] = {"output": llm_output} if llm_output else {}
+    config = LLMConfig.resolve(
+        base_url=llm_base_url, model=llm_model, timeout=llm_timeout, **options
+    )
     filters = tuple(parse_filter(w) for w in where)
     result = ui.api(ctx).ask(
         corpus_name,
@@ -147,7 +168,9 @@ def ask(
         title = f"Dense search:  {rw.question}"
     else:
         how = "cached" if rw.cached else f"in {rw.seconds:.2f}s"
-        console.print(Text(f"Rewritten by:  {rw.model}, {how}"), soft_wrap=True)
+        console.print(Text(f"Rewritten by:  {rw.model}, {how} ({rw.output})"), soft_wrap=True)
+        if rw.repairs:
+            console.print(Text(f"Checked:       {'; '.join(rw.repairs)}"), soft_wrap=True)
         title = f"Logical query: {rw.query}"
     print_hits(result.search, explain=explain, title=title)
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pglogic.llm.client import few_shot_messages
-from pglogic.query import And, Node, Not, Term, map_terms, terms, to_string
+from pglogic.query import And, Node, Not, Or, Term, map_terms, terms, to_string
 
 #: More gold terms than this are not compared by truth table (2^n rows).
 MAX_TRUTH_TERMS = 12
@@ -197,6 +197,63 @@ def judge(rewritten: Node | None, gold: Node) -> Accuracy:
         equivalent(rewritten, gold),
         equivalent(rewritten, gold, match=contains_match),
     )
+
+
+def _has(tree: Node, kind: type) -> bool:
+    if isinstance(tree, kind):
+        return True
+    if isinstance(tree, Not):
+        return _has(tree.child, kind)
+    if isinstance(tree, Term):
+        return False
+    return any(_has(c, kind) for c in tree.children)
+
+
+#: The categories of :func:`shape`, in report order.
+SHAPES = (
+    "single term",
+    "AND",
+    "OR",
+    "AND of ORs",
+    "OR of ANDs",
+    "either ... or",
+    "NOT",
+    "NOT + OR",
+    "NOT over a group",
+)
+
+
+def shape(gold: Node, question: str = "") -> str:
+    """The category of a gold formula (and its question) for per-category accuracy.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> [shape(parse(q)) for q in ('"a"', '"a" AND NOT ("b" OR "c")', '"a" OR "b" AND "c"')]
+        ['single term', 'NOT over a group', 'OR of ANDs']
+        >>> shape(parse('("a" OR "b") AND "c"'), "either a or b, with c")
+        'either ... or'
+    """
+    if isinstance(gold, Term):
+        return "single term"
+    words = re.findall(r"\w+", question.casefold())
+    if "either" in words:
+        return "either ... or"
+    if _has(gold, Not):
+        nots = _nots(gold)
+        if any(not isinstance(n.child, Term) for n in nots):
+            return "NOT over a group"
+        return "NOT + OR" if _has(gold, Or) else "NOT"
+    if isinstance(gold, Or):
+        return "OR of ANDs" if _has(gold, And) else "OR"
+    return "AND of ORs" if _has(gold, Or) else "AND"
+
+
+def _nots(tree: Node) -> list[Not]:
+    if isinstance(tree, Not):
+        return [tree, *_nots(tree.child)]
+    if isinstance(tree, Term):
+        return []
+    return [n for c in tree.children for n in _nots(c)]
 
 
 QUESTION_SYSTEM = """\
@@ -374,10 +431,20 @@ class TimingChat:
         self.config = client.config
         self.seconds = seconds
 
-    def complete(self, messages: list[dict[str, str]]) -> Any:
-        completion = self.client.complete(messages)
+    def complete(
+        self, messages: list[dict[str, str]], *, extra: Mapping[str, Any] | None = None
+    ) -> Any:
+        """The wrapped client's completion (``extra`` passed on when given), its time recorded."""
+        completion = (
+            self.client.complete(messages, extra=extra) if extra else self.client.complete(messages)
+        )
         self.seconds.append(float(completion.seconds))
         return completion
+
+    def output_mode(self) -> str:
+        """The wrapped client's output mode (``plain`` when it has none)."""
+        mode = getattr(self.client, "output_mode", None)
+        return str(mode()) if callable(mode) else "plain"
 
 
 def write_reasoning(
@@ -619,6 +686,7 @@ __all__ = [
     "DENSE_Q",
     "NL_METHODS",
     "PGLOGIC_RW",
+    "SHAPES",
     "Accuracy",
     "NLItem",
     "contains_match",
@@ -636,6 +704,7 @@ __all__ = [
     "retrieve",
     "rewrite_questions",
     "sample_queries",
+    "shape",
     "summarise_items",
     "text_match",
     "write_questions",

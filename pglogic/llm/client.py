@@ -9,7 +9,18 @@ Configuration comes from arguments, else the environment:
 ``PGLOGIC_LLM_API_KEY``     API key (else ``OPENAI_API_KEY`` for OpenAI or ``OPENAI_BASE_URL``;
                             else a placeholder: local servers need no key)
 ``PGLOGIC_LLM_TIMEOUT``     seconds per request (default 60)
+``PGLOGIC_LLM_OUTPUT``      how the answer is constrained: ``auto`` (default), ``grammar``,
+                            ``json`` or ``plain`` (see below)
 ==========================  ===============================================================
+
+Constrained output (:mod:`pglogic.llm.grammar`): ``grammar`` sends a GBNF grammar of the query
+language in the request's ``grammar`` field (llama.cpp servers: llama-cpp-python's, llama-server);
+``json`` sends ``response_format`` with a JSON schema (structured outputs: OpenAI, vLLM, Ollama,
+LM Studio...); ``plain`` sends neither. ``auto`` asks the server's ``/models`` once: a llama.cpp
+server (models ``owned_by`` "me" or "llamacpp") gets ``grammar``, OpenAI's API and any other
+server that answers get ``json``, a server whose ``/models`` fails gets ``plain``. A server that
+rejects a constrained request (HTTP 400 or 422) is asked again without the constraint, and the
+client stays in ``plain`` from then on.
 
 ``OPENAI_API_KEY`` is sent only to OpenAI's API or to the server named by ``OPENAI_BASE_URL``,
 never to another server named by ``PGLOGIC_LLM_BASE_URL``. Empty variables count as unset.
@@ -57,6 +68,11 @@ ENV_BASE_URL = "PGLOGIC_LLM_BASE_URL"
 ENV_MODEL = "PGLOGIC_LLM_MODEL"
 ENV_API_KEY = "PGLOGIC_LLM_API_KEY"
 ENV_TIMEOUT = "PGLOGIC_LLM_TIMEOUT"
+ENV_OUTPUT = "PGLOGIC_LLM_OUTPUT"
+#: Ways to constrain the answer (``LLMConfig.output``); ``auto`` picks one per server.
+OUTPUT_MODES = ("auto", "grammar", "json", "plain")
+#: ``owned_by`` of the models listed by llama.cpp servers (llama-cpp-python, llama-server).
+LLAMA_CPP_OWNERS = frozenset({"me", "llamacpp"})
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_TOKENS = 256
@@ -72,7 +88,7 @@ class LLMConfig:
 
     Example:
         >>> LLMConfig("http://127.0.0.1:8080/v1", "m", api_key="secret")
-        LLMConfig(base_url='http://127.0.0.1:8080/v1', model='m', timeout=60.0, max_retries=2, backoff=0.5, max_backoff=8.0, temperature=0.0, seed=None, max_tokens=256)
+        LLMConfig(base_url='http://127.0.0.1:8080/v1', model='m', timeout=60.0, max_retries=2, backoff=0.5, max_backoff=8.0, temperature=0.0, seed=None, max_tokens=256, output='auto')
     """
 
     base_url: str
@@ -85,6 +101,7 @@ class LLMConfig:
     temperature: float | None = 0.0
     seed: int | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
+    output: str = "auto"
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -101,6 +118,10 @@ class LLMConfig:
             raise ConfigError("LLM retries and backoff must be >= 0")
         if self.max_tokens < 1:
             raise ConfigError("LLM max_tokens must be >= 1")
+        if self.output not in OUTPUT_MODES:
+            raise ConfigError(
+                f"LLM output mode {self.output!r} is not one of {', '.join(OUTPUT_MODES)}"
+            )
 
     @classmethod
     def resolve(
@@ -160,12 +181,15 @@ class LLMConfig:
                 timeout = float(raw) if raw is not None else DEFAULT_TIMEOUT
             except ValueError:
                 raise ConfigError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+        if "output" not in options:
+            options["output"] = env_value(env, ENV_OUTPUT) or "auto"
         return cls(url, name, api_key=key or PLACEHOLDER_KEY, timeout=timeout, **options)
 
 
 @dataclass(frozen=True)
 class Completion:
-    """A model's answer: its text, the model that answered, requests made, seconds in total.
+    """A model's answer: its text, the model that answered, requests made, seconds in total, and
+    whether the constraint asked for (grammar or schema) was applied.
 
     Example:
         >>> Completion('"a" AND "b"', "qwen", attempts=1, seconds=0.4).text
@@ -176,6 +200,7 @@ class Completion:
     model: str
     attempts: int
     seconds: float
+    constrained: bool = False
 
 
 def openai_module() -> Any:
@@ -212,6 +237,7 @@ class ChatClient:
         self._sleep = sleep
         self._client: Any = None
         self._lock = threading.Lock()
+        self._mode: str | None = None
 
     def _sdk(self) -> Any:
         with self._lock:
@@ -232,10 +258,46 @@ class ChatClient:
         """
         return backoff_delay(retry, self.config.backoff, self.config.max_backoff, retry_after)
 
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
+    def output_mode(self) -> str:
+        """How answers are constrained here: ``grammar``, ``json`` or ``plain``.
+
+        The configured mode, or for ``auto`` the one chosen from the server's ``/models`` (asked
+        once); ``plain`` once the server has rejected a constrained request.
+
+        Example:
+            >>> ChatClient(LLMConfig("http://127.0.0.1:8080/v1", "m", output="json")).output_mode()
+            'json'
+        """
+        with self._lock:
+            if self._mode is not None:
+                return self._mode
+        mode = self.config.output
+        if mode == "auto":
+            mode = self._probe()
+        with self._lock:
+            if self._mode is None:
+                self._mode = mode
+            return self._mode
+
+    def _probe(self) -> str:
+        if is_openai(self.config.base_url, None):
+            return "json"
+        try:
+            listing = self._sdk().with_options(timeout=min(self.config.timeout, 10.0)).models.list()
+            owners = {str(getattr(m, "owned_by", "")) for m in listing.data}
+        except Exception:  # any failure: not a server to send a constraint to
+            return "plain"
+        return "grammar" if owners & LLAMA_CPP_OWNERS else "json"
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, extra: Mapping[str, Any] | None = None
+    ) -> Completion:
         """Send ``messages`` (dicts with ``role`` and ``content``) and return the answer.
 
-        Raises :class:`~pglogic.errors.LLMError` when the endpoint cannot give one.
+        ``extra`` holds more request fields (``grammar``, ``response_format``); a server that
+        rejects them (HTTP 400 or 422) is asked again without them, and :meth:`output_mode` is
+        ``plain`` from then on. Raises :class:`~pglogic.errors.LLMError` when the endpoint cannot
+        give an answer.
 
         Example:
             >>> get_client(LLMConfig.resolve()).complete(  # doctest: +SKIP
@@ -255,15 +317,25 @@ class ChatClient:
             kwargs["temperature"] = cfg.temperature
         if cfg.seed is not None:
             kwargs["seed"] = cfg.seed
+        constrained = bool(extra)
+        if extra:
+            kwargs["extra_body"] = dict(extra)
         start = time.perf_counter()
-        attempts = 0
+        attempts = rejected = 0
         while True:
             attempts += 1
-            last = attempts > cfg.max_retries
+            last = attempts - rejected > cfg.max_retries
             try:
                 response = sdk.chat.completions.create(**kwargs)
                 break
             except openai.APIStatusError as exc:
+                if constrained and exc.status_code in (400, 422):
+                    kwargs.pop("extra_body", None)
+                    constrained = False
+                    with self._lock:
+                        self._mode = "plain"
+                    rejected = 1
+                    continue
                 if retryable(exc.status_code) and not last:
                     self._sleep(self.wait(attempts, exc.response.headers.get("retry-after")))
                     continue
@@ -293,9 +365,8 @@ class ChatClient:
                     attempts=attempts,
                 ) from exc
         seconds = time.perf_counter() - start
-        return Completion(
-            _answer_text(response, cfg.base_url), _model(response, cfg.model), attempts, seconds
-        )
+        text = _answer_text(response, cfg.base_url)
+        return Completion(text, _model(response, cfg.model), attempts, seconds, constrained)
 
     def _status_error(self, exc: Any, attempts: int) -> LLMError:
         cfg = self.config
@@ -367,7 +438,9 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_MODEL",
+    "ENV_OUTPUT",
     "ENV_TIMEOUT",
+    "OUTPUT_MODES",
     "ChatClient",
     "Completion",
     "LLMConfig",

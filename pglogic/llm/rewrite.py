@@ -1,13 +1,17 @@
 """Natural-language questions to logical queries: ITLR's first step, done by an LLM.
 
 The model gets instructions in the spirit of ITLR's "Logical Formula Prompt" (decompose the
-question into atomic search phrases, quote them, combine them with AND, OR, NOT and parentheses,
-answer with the formula only) and few-shot examples covering NOT, mixed AND/OR and nested
-parentheses. Its answer is cleaned (:func:`extract_formula`: code fences, "Query:" labels,
-prose on other lines, curly quotes) and must parse with :func:`pglogic.query.parse` and keep a
-positive term. If it does not, the model is asked once more, with the parser's message and
-column; if that answer fails too, the question is searched as plain text (dense retrieval) and
-the :class:`Rewrite` says so (``fallback`` and ``reason``).
+question into terms in its own words, quote them, combine them with AND, OR, NOT and parentheses)
+and few-shot examples covering NOT, either/or, neither/nor, ", or" and nested groups. The answer
+is constrained where the server can (:func:`constraint`, :mod:`pglogic.llm.grammar`): a GBNF
+grammar whose terms are made of the question's words for llama.cpp, a JSON schema for servers with
+structured outputs. It is cleaned (:func:`extract_formula`: code fences, "Query:" labels, prose
+on other lines, curly quotes), must parse with :func:`pglogic.query.parse` and keep a positive
+term; then :func:`pglogic.llm.wording.refine` repairs it against the question (reworded or
+dropped terms, NOTs on the wrong group, an "either ... or" joined by AND). An answer that does not
+parse (possible without a grammar) is asked again once, with the parser's message and column; if
+that answer fails too, the question is searched as plain text (dense retrieval) and the
+:class:`Rewrite` says so (``fallback`` and ``reason``).
 
 Successful rewrites are cached in process (an LRU of :data:`CACHE_SIZE` entries keyed by
 endpoint, model and the question with its whitespace collapsed); pass ``cache=None`` to always
@@ -23,75 +27,87 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pglogic.errors import QueryError, QuerySyntaxError
 from pglogic.llm.client import Completion, LLMConfig, few_shot_messages
-from pglogic.query import DEFAULT_MAX_TERMS, Node, Term, parse, positive_terms, to_string
+from pglogic.llm.grammar import (
+    answer_to_query,
+    query_gbnf,
+    question_words,
+    response_format,
+    tree_to_json,
+)
+from pglogic.llm.wording import refine
+from pglogic.query import DEFAULT_MAX_TERMS, Node, Term, parse, positive_terms, terms, to_string
 from pglogic.store.search import Hit, SearchResult
 
 SYSTEM_PROMPT = """\
-You translate a search question into a logical query for a semantic search engine. The engine \
-embeds every quoted phrase separately, scores each document against each phrase, and combines \
-the scores with the operators, so:
+You turn a search question into a logical query for a semantic search engine that scores \
+documents against each quoted term and combines the scores with AND, OR and NOT.
 
-1. Split the question into short, atomic search phrases, one concept each. Copy each phrase's \
-words from the question as they are written (same word forms, singular or plural); do not add \
-words such as "news", "articles" or "papers", and do not add concepts the question does not ask \
-for. A question about a single concept is a single phrase; two concepts joined by "and" are two \
-phrases.
-2. Put every phrase in double quotes.
-3. Join the phrases with AND (the document must be about both), OR (either one is enough) and \
-NOT (the document must not be about it). "Without", "except", "excluding", "other than", "not" \
-and "neither ... nor" all mean NOT.
-4. NOT binds tighter than AND, and AND binds tighter than OR. Whenever a query mixes AND and OR, \
-or a NOT applies to more than one phrase, add parentheses to make the grouping explicit; \
-parentheses may be nested.
-5. Keep at least one phrase that is not negated: the query must say what to find, not only what \
-to avoid.
-6. Answer with the logical query alone, on one line: no explanation, no label, no code block."""
+1. Terms: each topic of the question is one term in double quotes, made of the question's own \
+words, copied as written (same words, same order, same singular or plural). Never add, change, \
+shorten or translate a word.
+2. Leave out words that only ask for documents: "articles", "news", "papers", "questions", \
+"stories", "reports", "how to", "what is", "find".
+3. Split the question into terms at "and", "or", commas, and at "with", "for", "in", "on" when \
+they join two topics; keep "X of Y" together. A question about one topic is one term.
+4. OR: "or", "either ... or". NOT: "not", "but not", "no", "without", "except", "excluding", \
+"other than", "avoiding". "Neither A nor B", "without A or B" and "excluding A and B" all mean \
+NOT (A OR B). Every term of the question appears in the query, negated only if the question \
+negates it.
+5. NOT binds tighter than AND, and AND tighter than OR: put parentheses around an OR inside an \
+AND. A comma followed by "or" starts a new alternative: A AND B, or C is ("A" AND "B") OR "C".
+6. Start with a term to look for, not a negated one."""
 
-#: Few-shot examples: (question, logical query). They cover a single phrase, NOT, OR under AND,
-#: AND under OR and NOT over a nested group, so that a small model sees where parentheses go.
+#: The last instruction in plain and grammar mode.
+FORMAT_PLAIN = "Answer with the logical query alone, on one line."
+
+#: The last instruction in structured-output (JSON) mode.
+FORMAT_JSON = (
+    'Answer with JSON only: {"query": node}, where a node is {"term": "words"}, '
+    '{"not": node}, {"and": [node, node, ...]} or {"or": [node, node, ...]}.'
+)
+
+#: Few-shot examples: (question, logical query). None shares a question with
+#: ``bench/nl/questions.jsonl``; they show a single term, request words left out, AND at "with",
+#: NOT, either/or, neither/nor, NOT over a group, ", or" at the top and nested groups.
 EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("Articles about offshore wind farms", '"offshore wind farms"'),
+    ("What are the side effects of melatonin?", '"side effects of melatonin"'),
+    ("Bird photography with telephoto lenses", '"bird photography" AND "telephoto lenses"'),
+    ("Roof insulation, but not fiberglass", '"roof insulation" AND NOT "fiberglass"'),
     (
-        "Which news stories are about grain but not about wheat?",
-        '"grain" AND NOT "wheat"',
+        "Either wooden boats or sailboats for sale in Maine",
+        '("wooden boats" OR "sailboats") AND "sale" AND "Maine"',
     ),
     (
-        "What are the health benefits of vitamin D?",
-        '"health benefits of vitamin D"',
+        "Pottery glazes that contain neither lead nor barium",
+        '"pottery glazes" AND NOT ("lead" OR "barium")',
     ),
     (
-        "How to make pizza dough without a mixer",
-        '"make pizza dough" AND NOT "mixer"',
+        "Airline baggage fees and seat upgrades, or airport lounges",
+        '("airline baggage fees" AND "seat upgrades") OR "airport lounges"',
     ),
     (
-        "Recipes with chicken or tofu that are not spicy",
-        '"recipes" AND ("chicken" OR "tofu") AND NOT "spicy"',
+        "Sustainable fashion brands other than Patagonia and Everlane",
+        '"sustainable fashion brands" AND NOT ("Patagonia" OR "Everlane")',
     ),
     (
-        "News about oil prices and OPEC, or anything on natural gas supply",
-        '("oil prices" AND "OPEC") OR "natural gas supply"',
+        "Battery recycling in Germany or Japan, excluding lead batteries",
+        '"battery recycling" AND ("Germany" OR "Japan") AND NOT "lead batteries"',
     ),
     (
-        "Studies of solar panels or wind turbines in cold climates, but no cost analyses",
-        '("solar panels" OR "wind turbines") AND "cold climates" AND NOT "cost analyses"',
-    ),
-    (
-        "Films set in space that are neither comedies nor horror films",
-        '"films set in space" AND NOT ("comedies" OR "horror films")',
-    ),
-    (
-        "Articles on the health effects of coffee or tea, leaving out caffeine during pregnancy "
-        "or in children",
-        '("coffee" OR "tea") AND "health effects" AND NOT ("caffeine" AND ("pregnancy" OR '
-        '"children"))',
+        "Chess openings for beginners, or endgame puzzles without computers",
+        '("chess openings" AND "beginners") OR ("endgame puzzles" AND NOT "computers")',
     ),
 )
 
@@ -103,12 +119,40 @@ class Chat(Protocol):
 
     config: LLMConfig
 
-    def complete(self, messages: list[dict[str, str]]) -> Completion:
-        """Return the model's answer to ``messages``."""
+    def complete(
+        self, messages: list[dict[str, str]], *, extra: Mapping[str, Any] | None = None
+    ) -> Completion:
+        """Return the model's answer to ``messages`` (``extra``: more request fields)."""
+        ...
+
+    def output_mode(self) -> str:
+        """``grammar``, ``json`` or ``plain``: how to constrain the answer."""
         ...
 
 
-def build_messages(question: str) -> list[dict[str, str]]:
+def system_prompt(mode: str = "plain") -> str:
+    """The instructions for ``mode`` (``json`` asks for a JSON tree, the others for the query).
+
+    Example:
+        >>> system_prompt("json").endswith('{"or": [node, node, ...]}.')
+        True
+    """
+    return SYSTEM_PROMPT + "\n" + (FORMAT_JSON if mode == "json" else FORMAT_PLAIN)
+
+
+def example_answer(query: str, mode: str = "plain") -> str:
+    """A few-shot answer as the model should write it in ``mode``.
+
+    Example:
+        >>> example_answer('"a" AND NOT "b"', "json")
+        '{"query": {"and": [{"term": "a"}, {"not": {"term": "b"}}]}}'
+    """
+    if mode != "json":
+        return query
+    return json.dumps({"query": tree_to_json(parse(query))}, ensure_ascii=False)
+
+
+def build_messages(question: str, mode: str = "plain") -> list[dict[str, str]]:
     """The chat messages that ask for ``question``'s logical query (instructions, examples, it).
 
     Example:
@@ -116,7 +160,26 @@ def build_messages(question: str) -> list[dict[str, str]]:
         >>> [m["role"] for m in msgs[:3]], msgs[-1]
         (['system', 'user', 'assistant'], {'role': 'user', 'content': 'Question: gold but not silver'})
     """
-    return few_shot_messages(SYSTEM_PROMPT, EXAMPLES, "Question", question)
+    shots = [(q, example_answer(f, mode)) for q, f in EXAMPLES]
+    return few_shot_messages(system_prompt(mode), shots, "Question", question)
+
+
+def constraint(question: str, mode: str) -> dict[str, Any]:
+    """The request fields that constrain the answer in ``mode``: a GBNF ``grammar`` whose terms
+    are made of the question's words, a JSON-schema ``response_format``, or nothing.
+
+    Example:
+        >>> sorted(constraint("oil, not gas", "grammar")), constraint("oil", "plain")
+        (['grammar'], {})
+        >>> constraint("oil, not gas", "grammar")["grammar"].splitlines()[-1]
+        'word ::= "oil" | "gas"'
+    """
+    if mode == "grammar":
+        words = question_words(question)
+        return {"grammar": query_gbnf(words or None)}
+    if mode == "json":
+        return {"response_format": response_format()}
+    return {}
 
 
 def repair_message(error: QuerySyntaxError) -> str:
@@ -220,7 +283,8 @@ class Rewrite:
     ``query`` is the canonical text of ``tree`` (or, on fallback, the question itself, searched
     as one plain term); ``answers`` are the model's raw answers (one, or two after a retry);
     ``seconds`` is this call's wall-clock time (about 0 when ``cached``); ``attempts`` counts
-    HTTP requests, retries included.
+    HTTP requests, retries included. ``output`` is how the answer was constrained (``grammar``,
+    ``json``, ``plain``) and ``repairs`` what :func:`pglogic.llm.wording.refine` changed in it.
 
     Example:
         >>> rw = Rewrite("cats, not dogs", '"cats" AND NOT "dogs"', parse('"cats" AND NOT "dogs"'),
@@ -239,6 +303,8 @@ class Rewrite:
     fallback: bool = False
     reason: str | None = None
     cached: bool = False
+    output: str = "plain"
+    repairs: tuple[str, ...] = ()
 
 
 class RewriteCache:
@@ -291,8 +357,13 @@ def rewrite(
     *,
     cache: RewriteCache | None = CACHE,
     max_terms: int = DEFAULT_MAX_TERMS,
+    checks: bool = True,
 ) -> Rewrite:
     """Ask the model behind ``client`` for ``question``'s logical query (one retry, then fallback).
+
+    The answer is constrained as :meth:`Chat.output_mode` says (:func:`constraint`), read
+    (:func:`pglogic.llm.grammar.answer_to_query`, :func:`extract_formula`), parsed, and with
+    ``checks`` repaired against the question's words (:func:`pglogic.llm.wording.refine`).
 
     Raises :class:`~pglogic.errors.LLMError` when the endpoint fails (after its own retries) and
     :class:`~pglogic.errors.QueryError` for an empty question.
@@ -311,15 +382,19 @@ def rewrite(
         hit = cache.get(key)
         if isinstance(hit, Rewrite):
             return replace(hit, cached=True, seconds=time.perf_counter() - start)
-    messages = build_messages(text)
+    mode = client.output_mode()
+    messages = build_messages(text, mode)
+    extra = constraint(text, mode)
     answers: list[str] = []
     attempts = 0
     error: QuerySyntaxError | None = None
     for _ in range(2):
-        completion = client.complete(messages)
+        completion = client.complete(messages, extra=extra or None)
         answers.append(completion.text)
         attempts += completion.attempts
-        formula = extract_formula(completion.text, max_terms=max_terms)
+        if extra and not completion.constrained:
+            mode, extra = "plain", {}
+        formula = extract_formula(answer_to_query(completion.text), max_terms=max_terms)
         try:
             tree = check_formula(formula, max_terms=max_terms)
         except QuerySyntaxError as exc:
@@ -330,6 +405,13 @@ def rewrite(
                 {"role": "user", "content": repair_message(exc)},
             ]
             continue
+        notes: list[str] = []
+        if checks:
+            refined, notes = refine(tree, text)
+            if refined != tree and positive_terms(refined) and len(terms(refined)) <= max_terms:
+                tree = refined
+            else:
+                notes = []
         result = Rewrite(
             text,
             to_string(tree),
@@ -338,6 +420,8 @@ def rewrite(
             tuple(answers),
             attempts,
             time.perf_counter() - start,
+            output=mode,
+            repairs=tuple(notes),
         )
         if cache is not None:
             cache.put(key, result)
@@ -353,6 +437,7 @@ def rewrite(
         fallback=True,
         reason=f"the model's answer was not a valid query twice ({error}); "
         "searched the question as plain text",
+        output=mode,
     )
 
 
@@ -396,7 +481,10 @@ __all__ = [
     "RewriteCache",
     "build_messages",
     "check_formula",
+    "constraint",
+    "example_answer",
     "extract_formula",
     "repair_message",
     "rewrite",
+    "system_prompt",
 ]
