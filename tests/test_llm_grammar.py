@@ -320,6 +320,18 @@ def test_the_checks_leave_every_gold_formula_almost_alone() -> None:
          '"knife sharpening" AND NOT "electric sharpener"',
          '"knife sharpening" AND "whetstone" AND NOT "electric sharpener"'),
         ("Pasta recipes without tomatoes", '"pasta recipes"', '"pasta recipes" AND NOT "tomatoes"'),
+        # a closing negation applies to every alternative; a shared first term is factored out
+        ("Reports on interest rates or inflation, but not about the Federal Reserve",
+         '"interest rates" OR "inflation" AND NOT "Federal Reserve"',
+         '("interest rates" OR "inflation") AND NOT "Federal Reserve"'),
+        ("Memory leaks in Rust or Go", '"memory leaks" AND "Rust" OR "memory leaks" AND "Go"',
+         '"memory leaks" AND ("Rust" OR "Go")'),
+        # leading articles and "how to" go; a dropped alternative comes back under the OR
+        ("How to bake bread without yeast", '"how to bake bread" AND NOT "yeast"',
+         '"bake bread" AND NOT "yeast"'),
+        ("Dark matter or dark energy, but not galaxy clusters",
+         '"dark matter" AND NOT "galaxy clusters"',
+         '("dark matter" OR "dark energy") AND NOT "galaxy clusters"'),
         # a question that quotes its terms is taken at its word
         ('Which documents match "a" AND NOT "b" OR "c"?', '"a" AND NOT "b" OR "c"',
          '"a" AND NOT "b" OR "c"'),

@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pglogic.query import And, Node, Not, Or, Term, terms
@@ -66,6 +66,9 @@ STOPWORDS = _wordset(
     across through near beyond toward towards behind beside above below upon throughout off
     like unlike"""
 )
+
+#: Words a term does not start with: articles and question words ("how to ...", "what is ...").
+LEADING_WORDS = _wordset("the a an how to what which why is are does do can should")
 
 _TOKEN = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?|[,;:.!?()]")
 _BOUNDARY = frozenset(",;:.!?()")
@@ -227,7 +230,7 @@ def snap_term(term: str, toks: list[Token]) -> str | None:
 # -- tree helpers -------------------------------------------------------------------------------
 
 
-def _join(kind: type[And] | type[Or], parts: list[Node]) -> Node:
+def _join(kind: type[And] | type[Or], parts: Sequence[Node]) -> Node:
     flat: list[Node] = []
     for p in parts:
         flat.extend(p.children if isinstance(p, kind) else (p,))
@@ -283,6 +286,8 @@ def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
             while lead < len(words) - 1 and words[lead].casefold() in STOPWORDS:
                 lead += 1
         words = words[lead:]
+        while len(words) > 1 and words[0].casefold() in LEADING_WORDS:
+            words = words[1:]
         if len(words) > 1 and words[-1].casefold() in REQUEST_WORDS:
             at = locate(" ".join(words), toks)
             after = toks[at[-1] + 1].stem if at and at[-1] + 1 < len(toks) else ""
@@ -463,6 +468,80 @@ def fix_either(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     return tree, []
 
 
+def factor(tree: Node) -> tuple[Node, list[str]]:
+    """``("a" AND "b") OR ("a" AND "c")`` -> ``"a" AND ("b" OR "c")``: the children every AND of
+    an OR starts with are taken out (distributivity: the same truth table, the canonical form).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> print(factor(parse('"memory leaks" AND "Rust" OR "memory leaks" AND "C++"'))[0])
+        "memory leaks" AND ("Rust" OR "C++")
+    """
+    notes: list[str] = []
+
+    def walk(node: Node) -> Node:
+        if isinstance(node, Term):
+            return node
+        if isinstance(node, Not):
+            return Not(walk(node.child))
+        kids = [walk(c) for c in node.children]
+        if isinstance(node, Or) and all(isinstance(k, And) for k in kids):
+            ands = [k.children for k in kids if isinstance(k, And)]
+            n = 0
+            while all(len(a) > n + 1 and a[n] == ands[0][n] for a in ands):
+                n += 1
+            if n:
+                notes.append(f"factored {_join(And, list(ands[0][:n]))} out of an OR")
+                rest = _join(Or, [_join(And, list(a[n:])) for a in ands])
+                return _join(And, [*ands[0][:n], rest])
+        return _rebuild(node, kids)
+
+    return walk(tree), notes
+
+
+def _factor_step(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
+    return factor(tree)
+
+
+def fix_trailing_not(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
+    """A negation that ends the question applies to all of it: ``"a" OR "b" AND NOT "c"`` for
+    "a or b, but not c" becomes ``("a" OR "b") AND NOT "c"``. Only when every negated term of the
+    question comes after every positive one and no ", or" alternative follows a NOT.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> print(fix_trailing_not(parse('"tea" OR "coffee" AND NOT "sugar"'),
+        ...                        tokens("tea or coffee, but not sugar"))[0])
+        ("tea" OR "coffee") AND NOT "sugar"
+    """
+    if not isinstance(tree, Or) or not isinstance(tree.children[-1], And):
+        return tree, []
+    last = tree.children[-1]
+    nots = [c for c in last.children if isinstance(c, Not)]
+    if not nots or any(isinstance(n, Not) for c in tree.children[:-1] for n in _nots(c)):
+        return tree, []
+    negated = [i for t in toks if t.negated for i in [t.index]]
+    positive = [
+        i
+        for t in terms(tree)
+        if not any(t in terms(n) for n in nots)
+        for i in (locate(t, toks) or [])
+    ]
+    if not negated or not positive or min(negated) < max(positive):
+        return tree, []
+    kept = [c for c in last.children if not isinstance(c, Not)]
+    alternatives = _join(Or, [*tree.children[:-1], _join(And, kept)])
+    return _join(And, [alternatives, *nots]), ["the closing negation applies to every alternative"]
+
+
+def _nots(tree: Node) -> list[Not]:
+    if isinstance(tree, Not):
+        return [tree]
+    if isinstance(tree, Term):
+        return []
+    return [n for c in tree.children for n in _nots(c)]
+
+
 def _restrict(tree: Node, keep: set[str]) -> Node | None:
     if isinstance(tree, Term):
         return tree if tree.text in keep else None
@@ -570,6 +649,7 @@ def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
         run = []
     if not runs:
         return tree, []
+    occupied = {i for t in terms(tree) for i in (locate(t, toks) or [])}
     children: list[tuple[int, Node]] = []
     base = tree.children if isinstance(tree, And) else (tree,)
     for c in base:
@@ -578,6 +658,16 @@ def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     notes = []
     for r in runs:
         start, end = r[0].index, r[-1].index + 1
+        back = start
+        while (
+            back > 0
+            and toks[back - 1].stem not in _BOUNDARY
+            and toks[back - 1].stem not in STOPWORDS
+            and back - 1 not in occupied
+        ):
+            back -= 1
+        if back < start and back > 0 and toks[back - 1].stem == "or":
+            start = back  # "dark matter or dark energy" with "dark energy" dropped
         text = " ".join(t.word for t in toks[start:end])
         node: Node = Term(text)
         if toks[start].negated:
@@ -619,12 +709,15 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
     notes: list[str] = []
     for step in (
         fix_words,
+        fix_trailing_not,
+        _factor_step,
         fix_negation,
         fix_either,
         fix_comma_or,
         restore_dropped,
         fix_negation,
         group_negations,
+        _factor_step,
     ):
         tree, more = step(tree, toks)
         notes += more
