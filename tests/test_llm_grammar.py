@@ -335,6 +335,8 @@ def test_the_checks_leave_every_gold_formula_almost_alone() -> None:
         # a question that quotes its terms is taken at its word
         ('Which documents match "a" AND NOT "b" OR "c"?', '"a" AND NOT "b" OR "c"',
          '"a" AND NOT "b" OR "c"'),
+        # a vague word is no dropped topic
+        ("What are some good books about Rome?", '"books" AND "Rome"', '"books" AND "Rome"'),
         # a right answer stays as it is
         ("How does compound interest work?", '"compound interest"', '"compound interest"'),
     ],

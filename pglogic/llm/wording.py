@@ -54,6 +54,13 @@ REQUEST_WORDS = _wordset(
     example examples way ways"""
 )
 
+#: Vague words: never restored as a dropped term on their own ("good books about Rome").
+VAGUE_WORDS = _wordset(
+    """good best better great top recent latest popular common useful interesting important main
+    various different many much few lot lots kind kinds type types sort sorts please help
+    explain overview introduction"""
+)
+
 #: Function words: never restored as a dropped term on their own.
 STOPWORDS = _wordset(
     """a an the of in on for with to from by at about as into onto over under between among
@@ -72,7 +79,10 @@ LEADING_WORDS = _wordset("the a an how to what which why is are does do can shou
 
 _TOKEN = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?|[,;:.!?()]")
 _BOUNDARY = frozenset(",;:.!?()")
-_NEGATORS = _wordset("not no without except excluding exclude avoiding avoid neither nor")
+_NEGATORS = _wordset(
+    "not no without except excluding exclude excludes excluded avoiding avoid neither nor lacking "
+    "barring"
+)
 _PAIRS = {
     ("other", "than"), ("rather", "than"), ("instead", "of"), ("apart", "from"),
     ("anything", "but"), ("everything", "but"), ("all", "but"), ("free", "of"),
@@ -635,6 +645,7 @@ def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
             and t.stem not in STOPWORDS
             and t.word.casefold() not in STOPWORDS
             and t.word.casefold() not in REQUEST_WORDS
+            and t.word.casefold() not in VAGUE_WORDS
             and t.stem not in covered
             and not (t.index == how_work and t.stem == "work")
         )
@@ -727,6 +738,7 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
 __all__ = [
     "REQUEST_WORDS",
     "STOPWORDS",
+    "VAGUE_WORDS",
     "Token",
     "fix_comma_or",
     "fix_either",
