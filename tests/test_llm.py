@@ -282,6 +282,16 @@ def test_a_rejected_constraint_is_asked_again_plain_and_remembered(server: ChatS
     assert "grammar" not in server.requests[2]["json"]
 
 
+def test_a_server_error_naming_the_constraint_is_not_retried(server: ChatServer) -> None:
+    # llama-cpp-python answers HTTP 500 to a json_schema response format it does not know
+    error = "1 validation error: ('body', 'response_format', 'type') Input should be 'text'"
+    server.script(Reply(status=500, error=error), '"oil"')
+    waits: list[float] = []
+    rw = rewrite("oil", client(server, waits, output="json"), cache=None)
+    assert (rw.query, rw.output, rw.attempts, waits) == ('"oil"', "plain", 2, [])
+    assert "response_format" not in server.requests[1]["json"]
+
+
 def test_the_checks_repair_the_answer_and_say_so(server: ChatServer) -> None:
     server.script(
         '"questions about sourdough" OR "rye breads"', '"questions about sourdough" OR "rye breads"'

@@ -19,8 +19,8 @@ language in the request's ``grammar`` field (llama.cpp servers: llama-cpp-python
 LM Studio...); ``plain`` sends neither. ``auto`` asks the server's ``/models`` once: a llama.cpp
 server (models ``owned_by`` "me" or "llamacpp") gets ``grammar``, OpenAI's API and any other
 server that answers get ``json``, a server whose ``/models`` fails gets ``plain``. A server that
-rejects a constrained request (HTTP 400 or 422) is asked again without the constraint, and the
-client stays in ``plain`` from then on.
+rejects a constrained request (HTTP 400 or 422, or a server error naming the field) is asked
+again without the constraint, and the client stays in ``plain`` from then on.
 
 ``OPENAI_API_KEY`` is sent only to OpenAI's API or to the server named by ``OPENAI_BASE_URL``,
 never to another server named by ``PGLOGIC_LLM_BASE_URL``. Empty variables count as unset.
@@ -295,7 +295,7 @@ class ChatClient:
         """Send ``messages`` (dicts with ``role`` and ``content``) and return the answer.
 
         ``extra`` holds more request fields (``grammar``, ``response_format``); a server that
-        rejects them (HTTP 400 or 422) is asked again without them, and :meth:`output_mode` is
+        rejects them (:func:`rejects_constraint`) is asked again without them, and :meth:`output_mode` is
         ``plain`` from then on. Raises :class:`~pglogic.errors.LLMError` when the endpoint cannot
         give an answer.
 
@@ -329,7 +329,7 @@ class ChatClient:
                 response = sdk.chat.completions.create(**kwargs)
                 break
             except openai.APIStatusError as exc:
-                if constrained and exc.status_code in (400, 422):
+                if constrained and rejects_constraint(exc.status_code, server_message(exc)):
                     kwargs.pop("extra_body", None)
                     constrained = False
                     with self._lock:
@@ -387,6 +387,25 @@ class ChatClient:
             tries = f" after {attempts} attempts" if attempts > 1 else ""
             text = f"The LLM endpoint {cfg.base_url} answered HTTP {status}{tries}: {detail}"
         return LLMError(text, status=status, attempts=attempts)
+
+
+def rejects_constraint(status: int, message: str) -> bool:
+    """Whether an error answer to a constrained request says the server cannot apply it: HTTP
+    400 or 422, or a server error naming the field (llama-cpp-python answers 500 to a
+    ``json_schema`` response format it does not know).
+
+    Example:
+        >>> rejects_constraint(400, "Unrecognized request argument supplied: grammar")
+        True
+        >>> rejects_constraint(500, "Input should be 'text' or 'json_object' (response_format)")
+        True
+        >>> rejects_constraint(503, "overloaded")
+        False
+    """
+    if status in (400, 422):
+        return True
+    text = message.casefold()
+    return status >= 500 and any(w in text for w in ("response_format", "json_schema", "grammar"))
 
 
 def _answer_text(response: Any, url: str) -> str:
@@ -447,4 +466,5 @@ __all__ = [
     "backoff_delay",
     "few_shot_messages",
     "get_client",
+    "rejects_constraint",
 ]
