@@ -13,7 +13,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,23 +28,38 @@ from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
-from pglogic.errors import EmbeddingError, SchemaError
+from pglogic.errors import DatabaseUnavailable, EmbeddingError, SchemaError
 from pglogic.query import Node, to_tree
 from pglogic.store import corpus as corpora
 from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, CorpusInfo, IndexProgress
-from pglogic.store.db import Connection, configure, connect
+from pglogic.store.db import (
+    Connection,
+    configure,
+    connect,
+    read_only_error,
+    read_only_reason,
+    require_writable,
+    writing,
+)
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
 from pglogic.store.readers import FieldMap
 from pglogic.store.search import SearchResult, search, server_has_iterative_scan
 from pglogic.store.settings import Settings
+from pglogic.store.term_cache import remember_term_vectors
 
 if TYPE_CHECKING:  # the LLM client, Alembic and the pool load when used: searches start fast
     from psycopg_pool import ConnectionPool
 
     from pglogic.llm.client import LLMConfig
     from pglogic.llm.rewrite import AskResult
+
+log = logging.getLogger("pglogic")
+
+#: After the primary could not take a search's new terms, how long (seconds) searches on the
+#: read server stop trying (each try could wait for a connect timeout).
+PRIMARY_RETRY_SECONDS = 60.0
 
 
 class PgLogic:
@@ -59,11 +76,21 @@ class PgLogic:
     connection. Ingests, index builds and other long writes open their own connection. Close the
     pool with :meth:`close` (or use the object as a context manager).
 
+    ``read_dsn`` (None: ``PGLOGIC_READ_DSN``, else none) sends the pool, so searches, compiles
+    and corpus lookups, to another server: a read replica, or a libpq multi-host DSN such as
+    ``postgresql://r1,r2,primary/db?target_session_attrs=prefer-standby``. Every write (ingest,
+    index, corpus DDL, calibration, the terms a search embedded for the term cache, migrations)
+    goes to ``dsn``, the primary; a write that reaches a read-only server raises
+    :class:`~pglogic.errors.ReadOnlyServer`. :meth:`wait_for_read_server` waits until the read
+    server has replayed what was committed before (read-your-writes).
+
     Example:
         >>> pl = PgLogic("postgresql://app@db/search")  # doctest: +SKIP
         >>> pl.upgrade()  # doctest: +SKIP
         >>> with PgLogic(pool_size=8) as pl:  # doctest: +SKIP
         ...     pl.search("news", '"oil" AND NOT "gas"')
+        >>> pl = PgLogic("postgresql://app@primary/search",
+        ...              read_dsn="postgresql://app@replica/search")  # doctest: +SKIP
     """
 
     def __init__(
@@ -73,10 +100,15 @@ class PgLogic:
         home: Path | None = None,
         pool_size: int = 4,
         pool_timeout: float = 30.0,
+        read_dsn: str | None = None,
     ) -> None:
-        self.settings = Settings(dsn=dsn) if home is None else Settings(dsn=dsn, home=home)
+        self.settings = Settings(dsn=dsn, read_dsn=read_dsn)
+        if home is not None:
+            self.settings.home = home
         self._dsn: str | None = None
         self._checked = False
+        self._read_checked = False
+        self._primary_down_until = 0.0
         if pool_size < 1:
             raise ValueError(f"Invalid pool_size={pool_size}: must be at least 1")
         self.pool_size = pool_size
@@ -114,15 +146,35 @@ class PgLogic:
         with pool.connection(timeout=self.pool_timeout) as conn:
             yield conn
 
+    @property
+    def read_dsn(self) -> str:
+        """The DSN of the server searches go to: ``read_dsn`` when given, else :attr:`dsn`.
+
+        Example:
+            >>> PgLogic("dbname=x", read_dsn="host=replica dbname=x").read_dsn
+            'host=replica dbname=x'
+        """
+        return self.settings.resolve_read_dsn() or self.dsn
+
+    @property
+    def routes_reads(self) -> bool:
+        """True when searches go to a read server other than the primary.
+
+        Example:
+            >>> PgLogic("dbname=x", read_dsn="host=replica dbname=x").routes_reads
+            True
+        """
+        return self.settings.resolve_read_dsn() is not None
+
     def _open_pool(self) -> ConnectionPool[Connection]:
         from psycopg_pool import ConnectionPool, PoolTimeout
 
         with self._lock:
             if self._pool is None:
-                if not self._checked:
-                    self._ensure_schema()
+                self._ensure_read_schema()
+                target = self.read_dsn
                 pool: ConnectionPool[Connection] = ConnectionPool(
-                    self.dsn,
+                    target,
                     min_size=1,
                     max_size=self.pool_size,
                     kwargs={"connect_timeout": 10},
@@ -135,7 +187,7 @@ class PgLogic:
                     pool.open(wait=True, timeout=min(30.0, self.pool_timeout))
                 except PoolTimeout:
                     pool.close()
-                    connect(self.dsn).close()  # the readable reason (DatabaseUnavailable)
+                    connect(target).close()  # the readable reason (DatabaseUnavailable)
                     raise
                 self._pool = pool
             return self._pool
@@ -147,8 +199,13 @@ class PgLogic:
             self._dsn = self.settings.resolve_dsn()
         return self._dsn
 
-    def connect(self) -> Connection:
-        """Open a new connection with the schema checked (and, embedded, migrated).
+    def connect(self, *, write: bool = True) -> Connection:
+        """Open a new connection to the primary with the schema checked (and, embedded,
+        migrated).
+
+        With ``write`` (the default) a read-only server (a replica given as the primary) is
+        refused at once with :class:`~pglogic.errors.ReadOnlyServer`, before any work is done;
+        ``write=False`` is for reads that must see the primary.
 
         Example:
             >>> with PgLogic().connect() as conn:  # doctest: +SKIP
@@ -156,7 +213,36 @@ class PgLogic:
         """
         if not self._checked:
             self._ensure_schema()
-        return connect(self.dsn)
+        conn = connect(self.dsn)
+        if write:
+            try:
+                require_writable(conn, self.dsn)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def _ensure_read_schema(self) -> None:
+        """The schema check of the read server: at head, or the primary's check then a wait
+        for the replica to replay it."""
+        if self._read_checked:
+            return
+        if not self.routes_reads:
+            if not self._checked:
+                self._ensure_schema()
+            self._read_checked = True
+            return
+        read = self.read_dsn
+        if not migrate.schema_at_head(read):
+            self._ensure_schema()  # migrates an embedded primary, else says what to run
+            self.wait_for_read_server()
+            if not migrate.schema_at_head(read):
+                raise SchemaError(
+                    f"The read server is at schema revision {migrate.current(read)}, this "
+                    f"pglogic needs {migrate.head()}: run 'pglogic db upgrade' on the primary "
+                    "(--dsn) and let the replica replay it"
+                )
+        self._read_checked = True
 
     def _ensure_schema(self) -> None:
         if migrate.schema_at_head(self.dsn):  # the common case: one query, no Alembic
@@ -165,6 +251,7 @@ class PgLogic:
         rev = migrate.current(self.dsn)
         if rev != migrate.head():
             if self.settings.embedded:
+                self._require_writable_primary()
                 migrate.upgrade(self.dsn)
             elif rev is None:
                 raise SchemaError(
@@ -183,7 +270,58 @@ class PgLogic:
         Example:
             >>> PgLogic().upgrade()  # doctest: +SKIP
         """
+        self._require_writable_primary()
         migrate.upgrade(self.dsn, revision)
+
+    def _require_writable_primary(self) -> None:
+        with connect(self.dsn, vector=False) as conn:
+            reason = read_only_reason(conn)
+        if reason is not None:
+            raise read_only_error(self.dsn, reason)
+
+    def wait_for_read_server(self, timeout: float = 60.0) -> float:
+        """Wait until the read server has replayed every commit made on the primary before the
+        call (read-your-writes after an ingest); return the seconds waited (0 without a
+        separate read server).
+
+        With a multi-host ``read_dsn`` it checks the server a new connection reaches.
+
+        Example:
+            >>> pl.ingest("news", "more.jsonl")  # doctest: +SKIP
+            >>> pl.wait_for_read_server()  # doctest: +SKIP
+            0.03
+        """
+        if not self.routes_reads:
+            return 0.0
+        from pglogic.store.replica import wait_for_replay
+
+        return wait_for_replay(self.dsn, self.read_dsn, timeout=timeout)
+
+    def _remember_on_primary(self, corpus: Corpus, vectors: dict[str, Any]) -> int:
+        """Store a search's newly embedded terms in the primary's term cache (the read server
+        cannot take them); best effort: an unreachable primary is left alone for a while."""
+        if not vectors or time.monotonic() < self._primary_down_until:
+            return 0
+        import psycopg
+
+        try:
+            with connect(self.dsn, timeout=3) as conn:
+                reason = read_only_reason(conn)
+                if reason is not None:
+                    raise read_only_error(self.dsn, reason)
+                written = remember_term_vectors(conn, corpus, vectors)
+                conn.commit()
+                return written
+        except (DatabaseUnavailable, psycopg.Error) as exc:
+            self._primary_down_until = time.monotonic() + PRIMARY_RETRY_SECONDS
+            log.warning(
+                "Terms %s were not added to the term cache: the primary cannot take them (%s); "
+                "searches go on on the read server, the cache is tried again in %.0f s",
+                sorted(vectors),
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                PRIMARY_RETRY_SECONDS,
+            )
+            return 0
 
     def create_corpus(
         self,
@@ -208,7 +346,7 @@ class PgLogic:
         embedder = get_embedder(model)
         if dim is not None and dim != embedder.dim:
             raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
-        with self.connect() as conn:
+        with writing(self.dsn), self.connect() as conn:
             return corpora.create_corpus(
                 conn, name, model=model, dim=embedder.dim, description=description
             )
@@ -249,7 +387,7 @@ class PgLogic:
         Example:
             >>> PgLogic().drop_corpus("news")  # doctest: +SKIP
         """
-        with self.connect() as conn:
+        with writing(self.dsn), self.connect() as conn:
             corpora.drop_corpus(conn, name)
 
     def ingest(
@@ -275,7 +413,7 @@ class PgLogic:
             >>> PgLogic().ingest("news", "../shared/data/reuters21578/corpus.jsonl.gz")  # doctest: +SKIP
             IngestStats(seen=10789, inserted=10789, ...)
         """
-        with self.connect() as conn:
+        with writing(self.dsn), self.connect() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()
             if model is not None and model != c.model:
@@ -313,7 +451,7 @@ class PgLogic:
             >>> PgLogic().build_index("news", m=16, ef_construction=128)  # doctest: +SKIP
             3.2
         """
-        with self.connect() as conn:
+        with writing(self.dsn), self.connect() as conn:
             return corpora.build_index(
                 conn, name, m=m, ef_construction=ef_construction, progress=progress, dsn=self.dsn
             )
@@ -347,7 +485,10 @@ class PgLogic:
         model take their stored vectors: the model is loaded only when a term is not cached.
         With ``remember_terms`` the terms it had to embed are cached then (the table holds the
         terms users searched, which ``pglogic calibrate --from-corpus`` fits on), so searching
-        them again loads no model; a role that cannot write the table just skips that.
+        them again loads no model; a role that cannot write the table, or a read-only server
+        given as the only DSN, just skips that. With a ``read_dsn`` the search runs there and
+        the new terms are written on the primary (skipped, with a logged warning, while the
+        primary is unreachable).
         ``timeout`` (seconds) cancels the statement on the server when it runs longer
         (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
         text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). Safe to call from many
@@ -384,7 +525,11 @@ class PgLogic:
                 embedder=lambda: get_query_embedder(c.model),
                 options=opts,
                 use_term_cache=True,
-                remember_terms=remember_terms,
+                remember_terms=(
+                    self._remember_on_primary
+                    if remember_terms and self.routes_reads
+                    else remember_terms
+                ),
             )
 
     def ask(

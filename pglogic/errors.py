@@ -29,6 +29,11 @@ class DatabaseUnavailable(PglogicError):
     exit_code = 3
 
 
+class ReadOnlyServer(DatabaseUnavailable):
+    """A write (ingest, index, DDL, calibration, term cache, migration) sent to a read-only
+    server: a hot-standby replica, or one with ``default_transaction_read_only``."""
+
+
 class SchemaError(PglogicError):
     """The database schema is missing or at the wrong migration revision."""
 

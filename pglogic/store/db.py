@@ -9,13 +9,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
 
-from pglogic.errors import DatabaseUnavailable, SchemaError
+from pglogic.errors import DatabaseUnavailable, ReadOnlyServer, SchemaError
 
 Connection = psycopg.Connection[Any]
 
@@ -33,16 +35,19 @@ def redact(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
 
 
-def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> Connection:
+def connect(
+    dsn: str, *, autocommit: bool = False, vector: bool = True, timeout: int = 10
+) -> Connection:
     """Open a psycopg connection; register pgvector types when the extension exists.
 
-    Raises :class:`DatabaseUnavailable` with one sentence when the server cannot be reached.
+    Raises :class:`DatabaseUnavailable` with one sentence when the server cannot be reached
+    within ``timeout`` seconds (per host of a multi-host DSN).
 
     Example:
         >>> conn = connect("postgresql:///postgres")  # doctest: +SKIP
     """
     try:
-        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
+        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=timeout)
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatabaseUnavailable(f"Cannot connect to Postgres ({redact(dsn)}): {reason}") from exc
@@ -67,6 +72,83 @@ def configure(conn: Connection) -> None:
         conn.rollback()
     if row is not None:
         register_vector(conn)
+
+
+#: What to do about a write that reached a read-only server (the end of every such error).
+READ_ONLY_ADVICE = (
+    "writes (ingest, index, corpus create/drop, calibration, the term cache, migrations) go to "
+    "the primary: give its DSN with --dsn / PGLOGIC_DSN (a multi-host DSN may say "
+    "target_session_attrs=read-write) and the replica's with --read-dsn / PGLOGIC_READ_DSN; "
+    "after a failover, promote the replica first (pglogic server promote)"
+)
+
+
+def read_only_reason(conn: Connection) -> str | None:
+    """Why ``conn``'s server refuses writes, or None when it accepts them.
+
+    Reads the parameters the server reports on every connection (PostgreSQL >= 14:
+    ``in_hot_standby``, ``default_transaction_read_only``), so it costs no query; it asks the
+    server only when they are not reported (an older server, some poolers).
+
+    Example:
+        >>> read_only_reason(conn)  # doctest: +SKIP
+        'a hot-standby replica (in recovery)'
+    """
+    standby = conn.info.parameter_status("in_hot_standby")
+    read_only = conn.info.parameter_status("default_transaction_read_only")
+    if standby is None or read_only is None:
+        row = conn.execute(
+            "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only')"
+        ).fetchone()
+        if not conn.autocommit:
+            conn.rollback()
+        standby = "on" if row and row[0] else "off"
+        read_only = str(row[1]) if row else "off"
+    if standby == "on":
+        return "a hot-standby replica (in recovery)"
+    if read_only == "on":
+        return "read-only (default_transaction_read_only = on)"
+    return None
+
+
+def read_only_error(dsn: str, reason: str) -> ReadOnlyServer:
+    """The error for a write sent to the read-only server of ``dsn``.
+
+    Example:
+        >>> str(read_only_error("host=/r", "a hot-standby replica (in recovery)"))[:67]
+        'Cannot write to host=/r: it is a hot-standby replica (in recovery);'
+    """
+    return ReadOnlyServer(f"Cannot write to {redact(dsn)}: it is {reason}; {READ_ONLY_ADVICE}")
+
+
+def require_writable(conn: Connection, dsn: str) -> None:
+    """Raise :class:`~pglogic.errors.ReadOnlyServer` if ``conn``'s server refuses writes.
+
+    Example:
+        >>> require_writable(connect(replica_dsn), replica_dsn)  # doctest: +SKIP
+        Traceback (most recent call last):
+        pglogic.errors.ReadOnlyServer: Cannot write to ...: it is a hot-standby replica ...
+    """
+    reason = read_only_reason(conn)
+    if reason is not None:
+        raise read_only_error(dsn, reason)
+
+
+@contextlib.contextmanager
+def writing(dsn: str) -> Iterator[None]:
+    """Turn psycopg's "cannot execute ... in a read-only transaction" raised inside the block
+    into :class:`~pglogic.errors.ReadOnlyServer` (a server that became a replica, a role or
+    database with ``default_transaction_read_only``).
+
+    Example:
+        >>> with writing(dsn), connect(dsn) as conn:  # doctest: +SKIP
+        ...     conn.execute("CREATE TABLE t (x int)")
+    """
+    try:
+        yield
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        reason = "a read-only server or transaction (a replica?)"
+        raise read_only_error(dsn, reason) from exc
 
 
 def vector_version(conn: Connection) -> str | None:

@@ -153,7 +153,7 @@ def search(
     embedder: Embedder | Callable[[], Embedder],
     options: SearchOptions | None = None,
     use_term_cache: bool = False,
-    remember_terms: bool = False,
+    remember_terms: bool | Callable[[Corpus, dict[str, Any]], object] = False,
 ) -> SearchResult:
     """Search ``corpus`` with a logical query (or plain text) and return the ranked hits.
 
@@ -164,7 +164,9 @@ def search(
     cached loads no model. Give it only with an embedder of the corpus's own model, whose
     vectors the cache holds (:meth:`pglogic.PgLogic.search` does). ``remember_terms`` then
     stores the query's terms it embedded there (:func:`remember_term_vectors`), once the
-    statement has run.
+    statement has run; a function instead of True is given them (corpus, {term: vector}) to
+    store elsewhere: :class:`pglogic.PgLogic` searching a read replica writes them on the
+    primary.
 
     Example:
         >>> search(conn, corpus, "vitamin D", embedder=emb).hits[:1]  # doctest: +SKIP
@@ -217,7 +219,11 @@ def search(
     hits = execute(conn, compiled, vectors)
     if remember_terms and missing:  # the query's own terms, not NSFL's fused texts
         query_terms = set(tree_terms(tree))
-        remember_term_vectors(conn, corpus, {t: found[t] for t in missing if t in query_terms})
+        new = {t: found[t] for t in missing if t in query_terms}
+        if callable(remember_terms):
+            remember_terms(corpus, new)
+        else:
+            remember_term_vectors(conn, corpus, new)
     timings = {"compile": t1 - t0, "embed": t2 - t1}
     if not opts.exact and len(hits) < opts.k:
         # The index scans found fewer than k rows: under a rare filter an iterative scan stops
