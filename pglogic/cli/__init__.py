@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 import click
 
 from pglogic.cli.ui import State, err_console, example
-from pglogic.errors import PglogicError, QuerySyntaxError
+from pglogic.errors import DatabaseUnavailable, PglogicError, QuerySyntaxError
 
 #: Every command: its name -> (module under pglogic.cli, attribute, summary for ``--help``).
 #: A command's module is imported only when that command runs (or its own help is shown), so
@@ -172,12 +172,20 @@ class LazyGroup(click.Group):
         "pglogic index news",
         'pglogic search news \'"grain" AND NOT "wheat"\' --explain',
         "PGLOGIC_DSN=postgresql://user:pw@127.0.0.1:5432/db pglogic db upgrade",
+        "pglogic --dsn postgresql://app@primary/db --read-dsn postgresql://app@replica/db "
+        "search news '\"grain\"'",
     ),
 )
 @click.option(
     "--dsn",
     envvar="PGLOGIC_DSN",
     help="Postgres DSN (default: $PGLOGIC_DSN, else the embedded server).",
+)
+@click.option(
+    "--read-dsn",
+    envvar="PGLOGIC_READ_DSN",
+    help="DSN of a read replica (or a libpq multi-host DSN with target_session_attrs) that "
+    "searches go to; writes still go to --dsn (default: $PGLOGIC_READ_DSN, else --dsn).",
 )
 @click.option(
     "--home",
@@ -188,7 +196,7 @@ class LazyGroup(click.Group):
 )
 @click.version_option(package_name="pglogic")
 @click.pass_context
-def cli(ctx: click.Context, dsn: str | None, home: Path | None) -> None:
+def cli(ctx: click.Context, dsn: str | None, read_dsn: str | None, home: Path | None) -> None:
     """pglogic: logical semantic retrieval inside PostgreSQL.
 
     Queries combine quoted terms with AND, OR, NOT and parentheses; each term is embedded and
@@ -196,7 +204,7 @@ def cli(ctx: click.Context, dsn: str | None, home: Path | None) -> None:
     """
     if home is not None:  # fetched embedding models live under the home too (pglogic models)
         os.environ["PGLOGIC_HOME"] = str(home)
-    ctx.obj = State(dsn, home)
+    ctx.obj = State(dsn, home, read_dsn)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -219,7 +227,31 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as e:
+        error = _read_only(e)
+        if error is None:
+            raise
+        err_console.print(f"Error: {error}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(error.exit_code)
     sys.exit(0)
+
+
+def _read_only(exc: BaseException) -> PglogicError | None:
+    """A write refused by a read-only server (psycopg's ReadOnlySqlTransaction, also wrapped by
+    SQLAlchemy in a migration) as the one-sentence error, or None for any other exception."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return None
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+            from pglogic.store.db import READ_ONLY_ADVICE
+
+            first = str(cause).strip().splitlines()[0] if str(cause).strip() else "read-only"
+            return DatabaseUnavailable(f"Cannot write: the server refused it ({first}); "
+                                       + READ_ONLY_ADVICE)  # fmt: skip
+        cause = getattr(cause, "orig", None) or cause.__cause__
+    return None
 
 
 __all__ = ["cli", "main"]

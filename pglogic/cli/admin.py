@@ -59,7 +59,7 @@ lock_option = click.option(
 @click.pass_context
 def embedding_list(ctx: click.Context, corpus_name: str) -> None:
     """List the embedding columns of CORPUS, which one is active, and how complete each is."""
-    with ui.api(ctx).connect() as conn:
+    with ui.api(ctx).connect(write=False) as conn:
         infos = admin.list_embeddings(conn, corpus_name)
     table = Table()
     for title in ("model", "dim", "column", "active", "embedded", "index"):

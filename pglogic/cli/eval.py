@@ -211,7 +211,7 @@ def _given_truth_maps(api: Any, model: str, calibrations: tuple[str, ...]) -> di
     model-wide fit in the database; ClickException when there is none)."""
     maps = {spec: spec for spec in calibrations if spec.startswith("sigmoid")}
     if "stored" in calibrations:
-        with api.connect() as conn:
+        with api.connect(write=False) as conn:
             stored = [c for c in list_calibrations(conn) if c.model == model and c.corpus is None]
         if not stored:
             raise click.ClickException(
@@ -370,7 +370,7 @@ def calibrate_cmd(
         with api.connect() as conn:  # refuse before the (long) fit
             check_target(conn, model, target_id)
     if source is not None:
-        with api.connect() as conn:
+        with api.connect(write=False) as conn:
             fit = fit_from_corpus(conn, source, read_terms(terms_file) if terms_file else None)
         cal, origin = fit.calibration, fit.source(source.name)
     else:
@@ -457,7 +457,7 @@ def calibration_list(ctx: click.Context, as_json: bool) -> None:
     One row per model (corpus "-": model-wide) and per corpus with its own fit: tau, lambda,
     method, source, AUC (supervised fits) and when it was fitted.
     """
-    with ui.api(ctx).connect() as conn:
+    with ui.api(ctx).connect(write=False) as conn:
         rows = list_calibrations(conn)
     if as_json:
         for r in rows:

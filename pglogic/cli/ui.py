@@ -38,6 +38,7 @@ class State:
 
     dsn: str | None = None
     home: Path | None = None
+    read_dsn: str | None = None
     _api: Any = field(default=None, repr=False)
 
     def api(self) -> PgLogic:
@@ -45,13 +46,14 @@ class State:
         if self._api is None:
             from pglogic.api import PgLogic
 
-            self._api = PgLogic(self.dsn, home=self.home)
+            self._api = PgLogic(self.dsn, home=self.home, read_dsn=self.read_dsn)
         api: PgLogic = self._api
         return api
 
 
 def api(ctx: click.Context) -> PgLogic:
-    """The :class:`~pglogic.api.PgLogic` of the root command's ``--dsn`` / ``--home``."""
+    """The :class:`~pglogic.api.PgLogic` of the root command's ``--dsn`` / ``--read-dsn`` /
+    ``--home``."""
     state = ctx.find_root().obj
     assert isinstance(state, State)
     return state.api()

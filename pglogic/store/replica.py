@@ -381,9 +381,9 @@ def status(home: Path) -> ServerStatus:
         if standby:
             out.primary = _manifest(home).get("primary")
             cur = conn.execute(
-                "SELECT r.status, r.sender_host, pg_last_wal_receive_lsn()::text, "
+                "SELECT r.status, r.sender_host, r.flushed_lsn::text, "
                 "pg_last_wal_replay_lsn()::text, "
-                "pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, "
+                "greatest(0, pg_wal_lsn_diff(r.flushed_lsn, pg_last_wal_replay_lsn()))::bigint, "
                 "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 "
                 "FROM (SELECT 1) one LEFT JOIN pg_stat_wal_receiver r ON true"
             )
