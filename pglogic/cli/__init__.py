@@ -100,6 +100,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "models_group",
         "Embedding models: the ones pglogic knows (local and offline, except openai:).",
     ),
+    "serve": (
+        "serve",
+        "serve",
+        "Serve the HTTP API and the playground page (127.0.0.1:8000 by default).",
+    ),
 }
 
 

@@ -1,0 +1,196 @@
+"""``pglogic serve``: the HTTP API and the playground page, and the API keys they accept.
+
+Example:
+    $ pglogic serve                          # http://127.0.0.1:8000/ (the playground)
+    $ pglogic serve --create-key laptop      # prints a new key once; only its hash is stored
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pglogic.cli import ui
+from pglogic.cli.ui import example
+
+
+def _keys_file(ctx: click.Context, keys_file: Path | None) -> Path:
+    return keys_file or ui.home(ctx) / "http-keys.json"
+
+
+@click.command(
+    epilog=example(
+        "pglogic serve                                  # http://127.0.0.1:8000/",
+        "pglogic serve --port 8080 --timeout 5 --pool-size 16",
+        "pglogic serve --create-key notebook            # shows the key once",
+        "pglogic serve --host 0.0.0.0 --require-key     # other machines: keys only",
+        "pglogic serve --cors-origin https://app.example.com",
+        "pglogic serve --list-keys",
+        "pglogic serve --revoke-key notebook",
+    )
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--pool-size",
+    type=click.IntRange(1, 256),
+    default=8,
+    show_default=True,
+    help="Database connections (searches running at once).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.001, 3600),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest a search may run on the database (statement_timeout); a request may ask "
+    "for less.",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(256, 16 * 2**20),
+    default=64 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="Largest request body accepted (413 beyond).",
+)
+@click.option(
+    "--max-k",
+    type=click.IntRange(1, 10_000),
+    default=200,
+    show_default=True,
+    help="Most hits a request may ask for.",
+)
+@click.option(
+    "--cors-origin",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let pages from ORIGIN call the API (repeatable; none by default).",
+)
+@click.option(
+    "--require-key",
+    is_flag=True,
+    help="Ask every client for an API key, local ones too (e.g. behind a reverse proxy).",
+)
+@click.option(
+    "--reader/--no-reader",
+    default=True,
+    show_default=True,
+    help="Search as the read-only pglogic_reader role in read-only transactions (--no-reader: "
+    "the login role, so searched terms are cached in pglogic.term_cache).",
+)
+@click.option(
+    "--keys-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The API key hashes (default: HOME/http-keys.json).",
+)
+@click.option("--create-key", metavar="NAME", help="Make an API key, print it once, and exit.")
+@click.option("--revoke-key", metavar="NAME", help="Remove an API key and exit.")
+@click.option("--list-keys", is_flag=True, help="List the API keys' names and exit.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    pool_size: int,
+    timeout: float,
+    max_body: int,
+    max_k: int,
+    cors_origin: tuple[str, ...],
+    require_key: bool,
+    reader: bool,
+    keys_file: Path | None,
+    create_key: str | None,
+    revoke_key: str | None,
+    list_keys: bool,
+    log_level: str,
+) -> None:
+    """Serve the HTTP API and the playground page (127.0.0.1:8000 by default).
+
+    The JSON API is under /v1 (search, compile, ask, corpora, health; the OpenAPI schema at
+    /v1/openapi.json) and the playground at /. Clients on other machines need an API key
+    (--create-key); only its SHA-256 is stored.
+    """
+    from pglogic.errors import ConfigError
+    from pglogic.integrations.http.keys import KeyStore
+
+    store = KeyStore(_keys_file(ctx, keys_file))
+    if create_key is not None:
+        key = store.create(create_key)
+        ui.err_console.print(f"API key {create_key!r} (shown once; its hash is in {store.path}):")
+        click.echo(key)
+        return
+    if revoke_key is not None:
+        if not store.revoke(revoke_key):
+            raise ConfigError(f"No API key named {revoke_key!r} in {store.path}")
+        ui.console.print(f"Revoked API key {revoke_key!r}")
+        return
+    if list_keys:
+        import datetime
+
+        for k in store.stored():
+            made = datetime.datetime.fromtimestamp(k.created).isoformat(timespec="seconds")
+            click.echo(f"{k.name}\t{made}")
+        return
+    from pglogic.integrations.http.app import is_local
+
+    local_only = host in ("localhost",) or is_local(host)
+    if not local_only and not store.stored():
+        raise ConfigError(
+            f"--host {host} lets other machines in, and they need an API key: make one first "
+            "with 'pglogic serve --create-key NAME'"
+        )
+    serve_app(
+        ctx,
+        host=host,
+        port=port,
+        pool_size=pool_size,
+        timeout=timeout,
+        max_body=max_body,
+        max_k=max_k,
+        cors_origins=cors_origin,
+        require_key=require_key,
+        reader=reader,
+        keys_file=store.path,
+        log_level=log_level,
+    )
+
+
+def serve_app(ctx: click.Context, *, log_level: str, **options: object) -> None:
+    """Build the application for the root options and run it with uvicorn until Ctrl-C."""
+    try:
+        import uvicorn
+
+        from pglogic.integrations.http import ServeConfig, create_app
+    except ImportError as exc:
+        raise click.ClickException(
+            f"pglogic serve needs the http extra ({exc.name} is missing): "
+            "pip install 'pglogic[http]'"
+        ) from None
+    state = ctx.find_root().obj
+    config = ServeConfig(dsn=state.dsn, home=state.home, **options)  # type: ignore[arg-type]
+    app = create_app(config)
+    backend = app.state.backend
+    backend.api  # noqa: B018 - connect (and migrate the embedded server) before listening
+    role = backend.role or "the login role"
+    ui.err_console.print(
+        f"pglogic {_version()} serving http://{_url_host(config.host)}:{config.port}/ "
+        f"(API under /v1; searches as {role}, read-only: {backend.read_only}); Ctrl-C stops",
+        soft_wrap=True,
+    )
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level,
+                server_header=False, timeout_graceful_shutdown=5)  # fmt: skip
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _version() -> str:
+    import pglogic
+
+    return pglogic.__version__

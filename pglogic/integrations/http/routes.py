@@ -1,0 +1,519 @@
+"""The endpoints of the JSON API (version 1), with their request and response schemas.
+
+``POST /v1/search``, ``POST /v1/compile``, ``POST /v1/ask``, ``GET /v1/corpora``,
+``GET /v1/corpora/{name}``, ``GET /v1/operators`` and ``GET /v1/health``. Each runs :class:`pglogic.PgLogic` (search is
+never re-implemented here); handlers are plain functions, so they run in the server's thread
+pool while the connection pool bounds the database work.
+
+Example:
+    >>> sorted(r.path for r in router.routes)  # doctest: +NORMALIZE_WHITESPACE
+    ['/ask', '/compile', '/corpora', '/corpora/{name}', '/health', '/operators', '/search']
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any, Literal, get_args
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+import pglogic
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
+from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
+from pglogic.engine.options import MODES
+from pglogic.errors import ConfigError
+from pglogic.integrations.http.backend import Backend
+from pglogic.integrations.http.errors import ApiError
+from pglogic.integrations.http.explain import dense_text, explain_hit, term_roles
+
+__all__ = ["router"]
+
+Mode = Literal["fuzzy", "nsfl", "nsfl-rerank", "sqo", "sqo-rerank"]
+assert set(get_args(Mode)) == set(MODES), "keep Mode in step with pglogic.engine.options.MODES"
+
+
+class ErrorDetail(BaseModel):
+    """One error: its kind, a sentence, and for syntax errors where in the query."""
+
+    type: str = Field(examples=["query_syntax"])
+    message: str = Field(examples=["Expected a quoted term after NOT at col 9"])
+    column: int | None = Field(None, description="1-based column of a syntax error")
+    position: int | None = Field(None, description="0-based offset of a syntax error")
+    query: str | None = None
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "The query or an option cannot be run"},
+    401: {"model": ErrorResponse, "description": "A non-local client without a valid API key"},
+    404: {"model": ErrorResponse, "description": "Unknown corpus"},
+    413: {"model": ErrorResponse, "description": "Request body over the limit"},
+    422: {"model": ErrorResponse, "description": "The request does not match the schema"},
+    503: {"model": ErrorResponse, "description": "Database, model or LLM unavailable; timeout"},
+}
+
+Filters = Annotated[
+    list[str | dict[str, Any]],
+    Field(
+        max_length=16,
+        description='Metadata filters, all must hold: "KEY=VALUE", "KEY>=VALUE" (=, !=, <, '
+        '<=, >, >=) or a JSON object the metadata must contain, e.g. {"labels": ["grain"]}',
+        examples=[["split=test", {"labels": ["grain"]}]],
+    ),
+]
+
+
+class Options(BaseModel):
+    """Options shared by search, compile and ask."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: int = Field(10, ge=1, description="Hits to return (at most the server's max_k)")
+    operators: str = Field(
+        DEFAULT_FAMILY,
+        max_length=200,
+        description="Operator family: a preset (" + ", ".join(PRESETS) + ") or and=..,or=..,not=..",
+    )
+    mode: Mode = Field("fuzzy", description="Scoring mode")
+    truth: str = Field("clamp", max_length=100, description="Similarity-to-truth map")
+    filters: Filters = []
+    and_text: int = Field(DEFAULT_AND_TEXT, ge=0, le=MAX_AND_TEXT,
+                          description="Weight of each AND's own text (fuzzy mode)")  # fmt: skip
+    exact: bool = Field(False, description="Score every document (no index)")
+
+
+class SearchRequest(Options):
+    """A search: a logical query (quoted terms, AND, OR, NOT, parentheses) or plain text."""
+
+    corpus: str = Field(min_length=1, max_length=200, examples=["news"])
+    query: str = Field(min_length=1, examples=['"grain" AND NOT "wheat"'])
+    explain: bool = Field(False, description="Per hit: each text's truth, each NOT's contribution")
+    dense: bool = Field(False, description="Also run a dense search of the query as one string")
+    dense_query: str | None = Field(None, max_length=2000,
+                                    description="The dense search's text (default: the query "
+                                    "in words, e.g. 'grain but not wheat')")  # fmt: skip
+    include_sql: bool = Field(False, description="Return the statement that ran")
+    timeout: float | None = Field(None, gt=0, description="Seconds (at most the server's limit)")
+
+
+class CompileRequest(Options):
+    """Compile a query to SQL without running it (no corpus: a 384-d sample corpus)."""
+
+    query: str = Field(min_length=1, examples=['"grain" AND NOT "wheat"'])
+    corpus: str | None = Field(None, max_length=200)
+    style: Literal["psycopg", "numbered"] = Field("psycopg", description="Placeholder style")
+
+
+class AskRequest(Options):
+    """A question in plain language; an LLM writes the logical query."""
+
+    corpus: str = Field(min_length=1, max_length=200)
+    question: str = Field(min_length=1, examples=["grain news that is not about wheat"])
+    explain: bool = False
+    timeout: float | None = Field(None, gt=0)
+
+
+class TermOut(BaseModel):
+    """A text the documents are scored against."""
+
+    text: str
+    role: Literal["positive", "negated", "phrase", "other"]
+
+
+class NotContribution(BaseModel):
+    """What one NOT did to a hit's score."""
+
+    expr: str = Field(description='The NOT, e.g. NOT "wheat"')
+    terms: list[str]
+    truth: float = Field(description="The NOT's truth value")
+    without: float = Field(description="The score with this NOT taken as true")
+    contribution: float = Field(description="score - without (negative: pushed down)")
+
+
+class Explanation(BaseModel):
+    """Why a hit scores what it does."""
+
+    truths: dict[str, float] = Field(description="Each scored text's truth value")
+    nots: list[NotContribution] | None = Field(
+        description="Each NOT's contribution (null where the score is not a fuzzy formula)"
+    )
+
+
+class HitOut(BaseModel):
+    """One ranked document."""
+
+    rank: int
+    id: str
+    title: str | None
+    score: float
+    similarities: dict[str, float] = Field(description="Cosine similarity of each scored text")
+    metadata: dict[str, Any]
+    explain: Explanation | None = None
+
+
+class SqlOut(BaseModel):
+    """A compiled statement: run ``settings`` with SET LOCAL, then ``text`` with ``parameters``."""
+
+    text: str
+    parameters: dict[str, Any] = Field(description="Values; vectors are described, not listed")
+    settings: dict[str, str]
+    order: list[str] | None = Field(None, description="Placeholder names in order ($1, $2...)")
+
+
+class DenseOut(BaseModel):
+    """The same corpus searched densely with the query as one string."""
+
+    query: str
+    hits: list[HitOut]
+    took_ms: float
+
+
+class SearchResponse(BaseModel):
+    """Hits of a search, with what produced them."""
+
+    corpus: str
+    query: str = Field(description="The canonical query (or the plain text)")
+    logical: bool = Field(description="False for a plain-text (dense) query")
+    operators: str
+    mode: str
+    terms: list[TermOut]
+    hits: list[HitOut]
+    took_ms: float = Field(description="Wall time of the search in the server")
+    timings_ms: dict[str, float] = Field(description="compile, embed, database")
+    dense: DenseOut | None = None
+    sql: SqlOut | None = None
+
+
+class CompileResponse(BaseModel):
+    """A compiled query."""
+
+    query: str
+    logical: bool
+    terms: list[TermOut]
+    sql: SqlOut
+
+
+class AskResponse(SearchResponse):
+    """An answered question: the query the LLM wrote, then its search."""
+
+    question: str
+    fallback: bool = Field(description="True when the LLM's answer did not parse (dense search)")
+    reason: str | None = None
+    rewrite_ms: float
+
+
+class CorpusOut(BaseModel):
+    """A corpus and its statistics."""
+
+    name: str
+    model: str
+    dim: int
+    distance: str
+    documents: int
+    embedded: int
+    table_bytes: int
+    index_bytes: int
+    index_name: str | None
+    index_params: dict[str, Any] | None
+    created_at: str | None
+
+
+class CorporaOut(BaseModel):
+    """Every corpus."""
+
+    corpora: list[CorpusOut]
+
+
+class FamilyOut(BaseModel):
+    """An operator family: its AND, OR and NOT."""
+
+    name: str
+    and_: str = Field(alias="and")
+    or_: str = Field(alias="or")
+    not_: str = Field(alias="not")
+
+
+class OperatorsOut(BaseModel):
+    """The operator families and scoring modes a request may name."""
+
+    default: str
+    families: list[FamilyOut]
+    modes: dict[str, str]
+
+
+class HealthOut(BaseModel):
+    """The server's state."""
+
+    status: Literal["ok", "unavailable"]
+    version: str
+    database: str
+    read_only: bool
+    role: str | None
+    llm: bool = Field(description="Whether an LLM endpoint is configured (POST /v1/ask)")
+
+
+router = APIRouter()
+
+
+def backend(request: Request) -> Backend:
+    """The request's :class:`Backend` (the application's state)."""
+    b: Backend = request.app.state.backend
+    return b
+
+
+B = Annotated[Backend, Depends(backend)]
+
+
+def _check(b: Backend, text: str, k: int, what: str = "query") -> None:
+    cfg = b.config
+    if len(text) > cfg.max_query:
+        raise ApiError(400, "invalid_input", f"The {what} is over {cfg.max_query} characters")
+    if k > cfg.max_k:
+        raise ApiError(400, "invalid_input", f"k = {k} is over this server's limit of {cfg.max_k}")
+
+
+def _filters(raw: list[str | dict[str, Any]]) -> tuple[Any, ...]:
+    from pglogic.engine.filters import parse_filter
+
+    return tuple(parse_filter(f if isinstance(f, str) else json.dumps(f)) for f in raw)
+
+
+def _timeout(b: Backend, asked: float | None) -> float:
+    return min(asked, b.config.timeout) if asked else b.config.timeout
+
+
+def _sql(compiled: Any, style: str = "psycopg") -> SqlOut:
+    described: dict[str, Any] = {}
+    for i, t in enumerate(compiled.terms):
+        described[f"{compiled.param_prefix}v{i}"] = f"<embedding of {t!r}>"
+    if compiled.guide_param:
+        kind = "SQO vector" if compiled.vector_kind == "sqo" else "guide vector"
+        described[compiled.guide_param] = f"<{kind} of the term embeddings>"
+    if style == "numbered":
+        from pglogic.engine.render import render
+
+        rendered = render(compiled, "numbered")
+        params = {n: described.get(n, rendered.params.get(n)) for n in rendered.names}
+        return SqlOut(text=rendered.text, parameters=_jsonable(params),
+                      settings=dict(compiled.settings), order=list(rendered.names))  # fmt: skip
+    params = {**compiled.params, **described}
+    return SqlOut(text=compiled.as_string(), parameters=_jsonable(params),
+                  settings=dict(compiled.settings), order=None)  # fmt: skip
+
+
+def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in params.items():
+        try:
+            json.dumps(v)
+            out[k] = v
+        except TypeError:
+            out[k] = str(v)
+    return out
+
+
+def _hits(result: Any, *, explain: bool, and_text: int) -> list[HitOut]:
+    out = []
+    for i, h in enumerate(result.hits, 1):
+        ex = None
+        if explain:
+            c = result.compiled
+            raw = explain_hit(result.tree, h.similarities, h.score, c.family, c.truth,
+                              and_text=and_text if c.mode == "fuzzy" else 0)  # fmt: skip
+            if c.mode != "fuzzy":
+                raw["nots"] = None
+            ex = Explanation.model_validate(raw)
+        out.append(HitOut(rank=i, id=h.external_id, title=h.title, score=h.score,
+                          similarities=h.similarities, metadata=h.metadata or {},
+                          explain=ex))  # fmt: skip
+    return out
+
+
+def _response(req: SearchRequest | AskRequest, result: Any, took: float) -> dict[str, Any]:
+    from pglogic.query import Term
+
+    logical = not isinstance(result.tree, Term) or '"' in getattr(req, "query", '"')
+    roles = term_roles(result.tree, list(result.compiled.terms))
+    return {
+        "corpus": req.corpus,
+        "query": str(result.tree) if logical else result.tree.text,
+        "logical": logical,
+        "operators": req.operators,
+        "mode": req.mode,
+        "terms": [TermOut(text=t, role=r) for t, r in roles.items()],  # type: ignore[arg-type]
+        "hits": _hits(result, explain=req.explain, and_text=req.and_text),
+        "took_ms": round(took * 1000, 2),
+        "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
+    }
+
+
+def _search(b: Backend, req: Options, corpus: str, query: Any, timeout: float | None) -> Any:
+    return b.api.search(
+        corpus,
+        query,
+        k=req.k,
+        operators=req.operators,
+        truth=req.truth,
+        mode=req.mode,
+        filters=_filters(req.filters),
+        and_text=req.and_text,
+        exact=req.exact,
+        timeout=_timeout(b, timeout),
+        remember_terms=not b.read_only,
+    )
+
+
+@router.post("/search", response_model=SearchResponse, responses=ERRORS, tags=["search"])
+def search(req: SearchRequest, b: B) -> dict[str, Any]:
+    """Search a corpus with a logical query (or plain text); optionally explain every hit
+    and run the dense search of the same words beside it."""
+    _check(b, req.query, req.k)
+    t0 = time.perf_counter()
+    result = _search(b, req, req.corpus, req.query, req.timeout)
+    out = _response(req, result, time.perf_counter() - t0)
+    if req.dense:
+        from pglogic.query import Term
+
+        text = (req.dense_query or "").strip() or dense_text(result.tree)
+        t1 = time.perf_counter()
+        dense = _search(b, req.model_copy(update={"mode": "fuzzy"}), req.corpus, Term(text),
+                        req.timeout)  # fmt: skip
+        out["dense"] = DenseOut(query=text, hits=_hits(dense, explain=False, and_text=0),
+                                took_ms=round((time.perf_counter() - t1) * 1000, 2))  # fmt: skip
+    if req.include_sql:
+        out["sql"] = _sql(result.compiled)
+    return out
+
+
+@router.post("/compile", response_model=CompileResponse, responses=ERRORS, tags=["search"])
+def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
+    """Parse and compile a query without running it: the SQL, its parameters and settings.
+    A query that does not parse is a 400 with the column of the error (the playground checks
+    what you type with it)."""
+    from pglogic.engine.compile import SearchOptions
+    from pglogic.engine.compile import compile_query as compile_tree
+    from pglogic.engine.source import Corpus
+    from pglogic.query import Term, to_tree
+
+    _check(b, req.query, req.k)
+    opts = SearchOptions(k=req.k, operators=req.operators, truth=req.truth, mode=req.mode,
+                         filters=_filters(req.filters), and_text=req.and_text,
+                         exact=req.exact, timeout=b.config.timeout)  # fmt: skip
+    tree = to_tree(req.query)
+    if req.corpus:
+        compiled = b.api.compile(req.corpus, tree, opts)
+    else:
+        from pglogic.config import DEFAULT_MODEL
+
+        sample = Corpus(0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None,
+                        None)  # fmt: skip
+        compiled = compile_tree(tree, sample, opts)
+    plain = tree.text if isinstance(tree, Term) and '"' not in req.query else None
+    roles = term_roles(tree, list(compiled.terms))
+    return {
+        "query": str(tree) if plain is None else plain,
+        "logical": plain is None,
+        "terms": [TermOut(text=t, role=r) for t, r in roles.items()],  # type: ignore[arg-type]
+        "sql": _sql(compiled, req.style),
+    }
+
+
+@router.post("/ask", response_model=AskResponse, responses=ERRORS, tags=["search"])
+def ask(req: AskRequest, b: B) -> dict[str, Any]:
+    """Answer a question in plain language: the configured LLM writes the logical query, then
+    it is searched. 503 when no LLM endpoint is configured (PGLOGIC_LLM_BASE_URL, ...)."""
+    _check(b, req.question, req.k, "question")
+    try:
+        llm = b.llm_config()
+    except ConfigError as exc:
+        raise ApiError(503, "llm_unavailable", str(exc)) from None
+    t0 = time.perf_counter()
+    res = b.api.ask(
+        req.corpus,
+        req.question,
+        k=req.k,
+        llm=llm,
+        operators=req.operators,
+        truth=req.truth,
+        mode=req.mode,
+        filters=_filters(req.filters),
+        and_text=req.and_text,
+        exact=req.exact,
+        timeout=_timeout(b, req.timeout),
+        remember_terms=not b.read_only,
+    )
+    out = _response(req, res.search, time.perf_counter() - t0)
+    out.update(question=req.question, fallback=res.fallback, reason=res.rewrite.reason,
+               rewrite_ms=round(res.search.timings.get("rewrite", 0.0) * 1000, 2))  # fmt: skip
+    return out
+
+
+def _corpus(info: Any) -> CorpusOut:
+    return CorpusOut(
+        name=info.name,
+        model=info.model,
+        dim=info.dim,
+        distance=info.distance,
+        documents=info.documents,
+        embedded=info.embedded,
+        table_bytes=info.table_bytes,
+        index_bytes=info.index_bytes,
+        index_name=info.index_name,
+        index_params=info.index_params,
+        created_at=info.created_at.isoformat() if info.created_at else None,
+    )
+
+
+@router.get("/corpora", response_model=CorporaOut, responses=ERRORS, tags=["corpora"])
+def corpora(b: B) -> CorporaOut:
+    """Every corpus with its model, size and index."""
+    return CorporaOut(corpora=[_corpus(c) for c in b.api.list_corpora()])
+
+
+@router.get("/corpora/{name}", response_model=CorpusOut, responses=ERRORS, tags=["corpora"])
+def corpus(name: Annotated[str, Path(max_length=200)], b: B) -> CorpusOut:
+    """One corpus (404 when there is none of that name)."""
+    return _corpus(b.api.corpus_info(name))
+
+
+@router.get("/operators", response_model=OperatorsOut, responses=ERRORS, tags=["search"])
+def operators() -> dict[str, Any]:
+    """The operator family presets (``operators``) and the scoring modes (``mode``)."""
+    families = [
+        {"name": name, "and": f.and_.formula, "or": f.or_.formula, "not": f.not_.formula}
+        for name, f in PRESETS.items()
+    ]
+    return {"default": DEFAULT_FAMILY, "families": families, "modes": dict(MODES)}
+
+
+@router.get(
+    "/health",
+    response_model=HealthOut,
+    responses={503: {"model": HealthOut, "description": "The database is unreachable"}},
+    tags=["server"],
+)
+def health(b: B) -> Any:
+    """Whether the server reaches its database (no API key needed)."""
+    from pglogic.errors import PglogicError
+
+    try:
+        with b.api.pooled() as conn:
+            conn.execute("SELECT 1")
+        database, status, code = "ok", "ok", 200
+    except (PglogicError, OSError) as exc:
+        database, status, code = str(exc), "unavailable", 503
+    except Exception as exc:  # a pool that cannot open, a server gone away
+        database, status, code = type(exc).__name__, "unavailable", 503
+    body = HealthOut(status=status, version=pglogic.__version__, database=database,  # type: ignore[arg-type]
+                     read_only=b.read_only, role=b.role, llm=b.llm_configured())  # fmt: skip
+    return JSONResponse(body.model_dump(), status_code=code)
