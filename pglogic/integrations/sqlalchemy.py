@@ -14,6 +14,11 @@ statement only (the values before it are put back). A plain ``session.execute(st
 :class:`~pglogic.errors.InvalidInput` instead of silently scanning at the session's
 ``ef_search``.
 
+Read replicas: :class:`RoutedSession` (engines from :func:`create_engines`) sends searches and
+other plain selects to a read engine (a replica, or a libpq multi-host DSN with
+``target_session_attrs``) and flushes, DML, text statements and ``SELECT ... FOR UPDATE`` to
+the primary; once a transaction has written, its reads stay on the primary.
+
 Example:
     >>> stmt = logical_search(Article, Article.embedding, '"coffee" AND NOT "tea"', k=5,
     ...                       embedder=get_query_embedder("all-MiniLM-L6-v2"))  # doctest: +SKIP
@@ -33,12 +38,12 @@ import numpy as np
 from pgvector.sqlalchemy import Vector
 from psycopg import sql as psql
 from sqlalchemy import Column, Float, Table, bindparam, column, event, inspect, text
-from sqlalchemy.engine import URL, Engine, Row
+from sqlalchemy.engine import URL, Connection, Engine, Row
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ColumnElement, TextClause
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement, TextClause
 from sqlalchemy.sql.util import find_tables
 
 from pglogic.embed.base import Embedder
@@ -294,6 +299,12 @@ def _refuse_plain_execution(
         )
 
 
+def _same_bind(session: Session, stmt: LogicalSelect) -> dict[str, Any]:
+    """Bind arguments that keep the settings, the search and the restore on the search's
+    connection (the read engine of a :class:`RoutedSession`; any session's own bind)."""
+    return {"bind": session.get_bind(clause=stmt)}
+
+
 def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     """Run a search with its settings and return all rows, in the session's transaction.
 
@@ -307,16 +318,17 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     """
     settings = _settings(stmt)
     query, params = _save(settings)
-    old = session.execute(query, params).one()
+    bind = _same_bind(session, stmt)
+    old = session.execute(query, params, bind_arguments=bind).one()
     for setting in _set(settings):
-        session.execute(setting)
+        session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
     try:
-        rows = list(session.execute(stmt).all())
+        rows = list(session.execute(stmt, bind_arguments=bind).all())
     finally:
         _EXECUTING.reset(token)
     for restore in _restore(list(settings), old):
-        session.execute(restore)
+        session.execute(restore, bind_arguments=bind)
     return rows
 
 
@@ -328,17 +340,108 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     """
     settings = _settings(stmt)
     query, params = _save(settings)
-    old = (await session.execute(query, params)).one()
+    bind = _same_bind(session.sync_session, stmt)
+    old = (await session.execute(query, params, bind_arguments=bind)).one()
     for setting in _set(settings):
-        await session.execute(setting)
+        await session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
     try:
-        rows = list((await session.execute(stmt)).all())
+        rows = list((await session.execute(stmt, bind_arguments=bind)).all())
     finally:
         _EXECUTING.reset(token)
     for restore in _restore(list(settings), old):
-        await session.execute(restore)
+        await session.execute(restore, bind_arguments=bind)
     return rows
+
+
+def _reads_only(clause: Any) -> bool:
+    """A plain SELECT (a pglogic search included), without FOR UPDATE / SHARE."""
+    return isinstance(clause, Select) and clause._for_update_arg is None
+
+
+class RoutedSession(Session):
+    """A ``Session`` over a primary and a read engine: plain selects and pglogic searches go to
+    ``replica``, everything else (flushes, INSERT/UPDATE/DELETE, ``text()``, SELECT ... FOR
+    UPDATE) to ``primary``. After the first write of a transaction its reads go to the primary
+    too (read-your-writes); the next transaction reads from the replica again.
+
+    ``replica`` may be a libpq multi-host DSN's engine (``target_session_attrs=prefer-standby``);
+    None means the primary. With ``sessionmaker(class_=RoutedSession, primary=..., replica=...)``
+    or, async, ``async_sessionmaker(sync_session_class=RoutedSession, primary=p.sync_engine,
+    replica=r.sync_engine)``.
+
+    Example:
+        >>> primary, replica = create_engines(dsn, read_dsn)  # doctest: +SKIP
+        >>> with RoutedSession(primary=primary, replica=replica) as s:  # doctest: +SKIP
+        ...     rows = execute(s, logical_search(Article, Article.embedding, '"a"', vectors=v))
+    """
+
+    def __init__(
+        self,
+        bind: Engine | None = None,
+        *,
+        primary: Engine | None = None,
+        replica: Engine | None = None,
+        **kw: Any,
+    ) -> None:
+        primary = primary or bind
+        if primary is None:
+            raise InvalidInput("RoutedSession needs primary= (the engine every write goes to)")
+        super().__init__(bind=primary, **kw)
+        self.pglogic_primary = primary
+        self.pglogic_replica = replica or primary
+        self.pglogic_wrote = False
+
+    def get_bind(
+        self,
+        mapper: Any = None,
+        *,
+        clause: ClauseElement | None = None,
+        bind: Engine | Connection | None = None,
+        **kw: Any,
+    ) -> Engine | Connection:
+        """The replica for reads (outside a transaction that wrote), else the primary; a
+        ``bind`` given explicitly wins."""
+        if bind is not None:
+            return bind
+        if not self._flushing and not self.pglogic_wrote and _reads_only(clause):
+            return self.pglogic_replica
+        if clause is not None or self._flushing:
+            self.pglogic_wrote = True  # a write (or unknown text): reads stay on the primary
+        return self.pglogic_primary
+
+
+@event.listens_for(RoutedSession, "after_transaction_end")
+def _forget_writes(session: Session, transaction: Any) -> None:
+    if transaction.parent is None and isinstance(session, RoutedSession):
+        session.pglogic_wrote = False
+
+
+def create_engines(
+    dsn: str, read_dsn: str | None = None, *, async_: bool = False, **kw: Any
+) -> tuple[Any, Any]:
+    """Engines for a primary ``dsn`` and a read DSN (None: the primary's engine twice), for
+    :class:`RoutedSession`; ``kw`` goes to ``create_engine`` (``create_async_engine`` with
+    ``async_``). Either DSN may be a libpq multi-host DSN.
+
+    Example:
+        >>> primary, replica = create_engines(  # doctest: +SKIP
+        ...     "postgresql://app@primary/db",
+        ...     "postgresql://app@replica-1,replica-2/db?target_session_attrs=prefer-standby")
+    """
+    if async_:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        a = create_async_engine(url_from_dsn(dsn, async_=True), **kw)
+        if read_dsn is None or read_dsn == dsn:
+            return a, a
+        return a, create_async_engine(url_from_dsn(read_dsn, async_=True), **kw)
+    from sqlalchemy import create_engine
+
+    primary = create_engine(url_from_dsn(dsn), **kw)
+    if read_dsn is None or read_dsn == dsn:
+        return primary, primary
+    return primary, create_engine(url_from_dsn(read_dsn), **kw)
 
 
 def url_from_dsn(dsn: str, *, async_: bool = False) -> URL:
