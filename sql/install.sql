@@ -1,4 +1,4 @@
--- pglogic's schema at revision 0006, for psql alone: what `pglogic db upgrade` runs on an
+-- pglogic's schema at revision 0007, for psql alone: what `pglogic db upgrade` runs on an
 -- empty database.
 --
 --     psql "$DSN" -v ON_ERROR_STOP=1 -f sql/install.sql
@@ -15,7 +15,7 @@
 --
 -- Like `pglogic db upgrade`, the script records its revision in the table
 -- pglogic_alembic_version, so a later `pglogic db upgrade` applies only newer revisions (for
--- psql: `pglogic db sql --from 0006` writes that upgrade). On a database that already has
+-- psql: `pglogic db sql --from 0007` writes that upgrade). On a database that already has
 -- pglogic it stops at its first statement, CREATE TABLE pglogic_alembic_version, with nothing
 -- applied.
 
@@ -5303,6 +5303,12 @@ END
 $do$;
 
 UPDATE pglogic_alembic_version SET version_num='0006' WHERE pglogic_alembic_version.version_num = '0005';
+
+-- Running upgrade 0006 -> 0007
+
+ALTER TABLE pglogic.corpora ADD COLUMN IF NOT EXISTS lexical_config text;
+
+UPDATE pglogic_alembic_version SET version_num='0007' WHERE pglogic_alembic_version.version_num = '0006';
 
 COMMIT;
 

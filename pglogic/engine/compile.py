@@ -72,7 +72,13 @@ from pglogic.engine.filters import filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.engine.operators import OperatorFamily, resolve_family, to_sql
-from pglogic.engine.options import DEFAULT_RERANK_DEPTH, MAX_EF_SEARCH, MODES, SearchOptions
+from pglogic.engine.options import (
+    DEFAULT_RERANK_DEPTH,
+    LEXICAL,
+    MAX_EF_SEARCH,
+    MODES,
+    SearchOptions,
+)
 from pglogic.engine.plans import (
     default_depth,
     guide_depth,
@@ -83,7 +89,17 @@ from pglogic.engine.plans import (
 from pglogic.engine.source import Corpus
 from pglogic.engine.sqo import sqo_vector
 from pglogic.errors import InvalidInput, QueryError
-from pglogic.query import Node, Term, map_terms, positive_terms, terms, to_string
+from pglogic.query import (
+    Node,
+    Term,
+    map_terms,
+    matches,
+    positive_matches,
+    positive_terms,
+    semantic_part,
+    terms,
+    to_string,
+)
 
 __all__ = [
     "DEFAULT_RERANK_DEPTH",
@@ -111,6 +127,10 @@ GUIDE = "vg"
 GUIDE_DEPTH = "gdepth"
 #: Placeholder of a reranking mode's candidate depth K.
 RERANK_DEPTH = "rdepth"
+#: The ``tsvector`` column of a corpus's lexical index, and the placeholder of its text search
+#: configuration.
+LEXICAL_COLUMN = "tsv"
+TEXT_CONFIG = "lcfg"
 
 
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -159,6 +179,8 @@ class CompiledQuery:
     mode: str = "fuzzy"
     vector_kind: str | None = None
     seed: int = 0
+    #: The lexical terms: ``lexical[j]`` is the text bound to ``q{j}``, its truth column ``l{j}``.
+    lexical: tuple[str, ...] = ()
 
     @property
     def guide_param(self) -> str | None:
@@ -196,6 +218,8 @@ class CompiledQuery:
             if t not in vectors:
                 raise QueryError(f"No vector for term {t!r}")
             params[f"{self.param_prefix}v{i}"] = np.asarray(vectors[t], dtype=np.float32)
+        for j, text in enumerate(self.lexical):
+            params[f"{self.param_prefix}q{j}"] = text
         if self.guide_param is not None:
             params[self.guide_param] = self.guide_vector(vectors)
         return params
@@ -208,11 +232,12 @@ class CompiledQuery:
             >>> compiled.guide_vector({"a": vec_a, "b": vec_b})  # doctest: +SKIP
             array([0.12, ...], dtype=float32)
         """
-        if self.tree is None:
+        tree = semantic_part(self.tree) if self.tree is not None else None
+        if tree is None:
             raise QueryError("This compiled query has no tree to compute a guide vector from")
         if self.vector_kind == "sqo":
-            return sqo_vector(self.tree, vectors, self.family, self.truth, self.seed)
-        return guide_vector(self.tree, vectors, self.family, self.truth)
+            return sqo_vector(tree, vectors, self.family, self.truth, self.seed)
+        return guide_vector(tree, vectors, self.family, self.truth)
 
 
 @dataclass(frozen=True)
@@ -221,7 +246,9 @@ class Source:
 
     ``alias`` names the table inside the statement (``d`` for corpora); None refers to it by its
     own name, so that SQL written against the table (e.g. an application's filters) fits in.
-    ``columns`` are extra columns returned after the id.
+    ``columns`` are extra columns returned after the id. ``lexical`` is the ``tsvector`` column
+    of its lexical index and ``text_config`` the text search configuration it was made with
+    (both None: lexical terms are refused).
 
     Example:
         >>> src = Source(sql.Identifier("public", "articles"), None, "id", "embedding", 384, ())
@@ -235,6 +262,8 @@ class Source:
     embedding: str
     dim: int
     columns: tuple[str, ...] = ("external_id", "title", "metadata")
+    lexical: str | None = None
+    text_config: str | None = None
 
     @classmethod
     def for_corpus(cls, corpus: Corpus) -> Source:
@@ -245,7 +274,12 @@ class Source:
             >>> Source.for_corpus(c).alias
             'd'
         """
-        return cls(corpus.table, "d", "id", corpus.column, corpus.dim)
+        if corpus.lexical_config is None:
+            return cls(corpus.table, "d", "id", corpus.column, corpus.dim)
+        return cls(
+            corpus.table, "d", "id", corpus.column, corpus.dim,
+            lexical=LEXICAL_COLUMN, text_config=corpus.lexical_config,
+        )  # fmt: skip
 
     @property
     def ref(self) -> sql.Composable:
@@ -312,7 +346,8 @@ def shape_of(tree: Node) -> str:
         '"0" AND NOT "1" OR "0"'
     """
     index = {t: str(i) for i, t in enumerate(terms(tree))}
-    return to_string(map_terms(tree, index.__getitem__))
+    lexical = {t: str(j) for j, t in enumerate(matches(tree))}
+    return to_string(map_terms(tree, index.__getitem__, lexical.__getitem__))
 
 
 def _cached(key: tuple[Any, ...], tree: Node, weight: int) -> CompiledQuery | None:
@@ -328,6 +363,7 @@ def _cached(key: tuple[Any, ...], tree: Node, weight: int) -> CompiledQuery | No
     hit = replace(
         cached, terms=scored_terms(tree, weight), tree=tree,
         candidate_terms=[] if not cached.candidate_terms else positive_terms(tree),
+        lexical=tuple(matches(tree)),
     )  # fmt: skip
     hit.__dict__["text"] = cached.text  # the rendered statement (a cached_property)
     return hit
@@ -377,7 +413,8 @@ def compile_query(
     opts = options or SearchOptions()
     key: tuple[Any, ...] | None = None
     if isinstance(target, Corpus) and extra_where is None and not opts.mode.startswith("nsfl"):
-        key = (shape_of(tree), target.table_name, target.column, target.dim, opts,
+        key = (shape_of(tree), target.table_name, target.column, target.dim,
+               target.lexical_config, opts,
                server_has_iterative_scan, param_prefix, filter_selectivity,
                _layout(tree, opts))  # fmt: skip
         try:
@@ -432,7 +469,7 @@ def _plan(
     """The statement of the plan: the exact scan, a k-NN scan or the candidates."""
     if opts.exact:
         return _exact_statement(parts)
-    if not positive_terms(tree) and not (parts.nsfl or parts.sqo):
+    if not positive_terms(tree) and not positive_matches(tree) and not (parts.nsfl or parts.sqo):
         raise QueryError(
             "The query has no positive term to find candidates with (every term is negated); "
             "rerun with exact=True (--exact) to scan every document"
@@ -460,6 +497,10 @@ def _check_options(opts: SearchOptions) -> None:
         )
     if opts.mode not in MODES:
         raise InvalidInput(f"Unknown mode {opts.mode!r}: valid modes are {', '.join(MODES)}")
+    if opts.lexical not in LEXICAL:
+        raise InvalidInput(
+            f"Unknown lexical truth {opts.lexical!r}: valid values are {', '.join(LEXICAL)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -481,6 +522,7 @@ class _Parts:
     question: str | None
     texts: list[str]
     index: dict[str, int]
+    lexical: list[str]
     sims: sql.Composable
     where: sql.Composable
     final: sql.Composable
@@ -525,8 +567,25 @@ class _Parts:
         """The compiled query of ``statement``, with candidate terms ``cands``."""
         return CompiledQuery(
             statement, self.params, self.texts, cands, self.settings, self.family, self.pre,
-            self.tree, self.opts.truth, self.mode, kind, self.opts.seed,
+            self.tree, self.opts.truth, self.mode, kind, self.opts.seed, tuple(self.lexical),
         )  # fmt: skip
+
+    def tsquery(self, j: int) -> sql.Composable:
+        """The ``tsquery`` of lexical term ``j``: its words as a phrase, in the corpus's
+        configuration."""
+        return sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
+            self.ph(TEXT_CONFIG), self.ph(f"q{j}")
+        )
+
+    def matched(self, j: int) -> sql.Composable:
+        """Whether the document's words match lexical term ``j`` (served by the GIN index)."""
+        return sql.SQL("{} @@ {}").format(self.src.col(LEXICAL_COLUMN), self.tsquery(j))
+
+    def rank(self, j: int) -> sql.Composable:
+        """Lexical term ``j``'s normalised rank r / (r + 1) (``ts_rank_cd`` normalisation 32)."""
+        return sql.SQL("ts_rank_cd({}, {}, 32)").format(
+            self.src.col(LEXICAL_COLUMN), self.tsquery(j)
+        )
 
 
 def _distance(src: Source, pre: str, vector: str) -> sql.Composable:
@@ -556,28 +615,63 @@ def _parts(
     family = resolve_family(opts.operators) if isinstance(opts.operators, str) else opts.operators
     mode = "fuzzy" if isinstance(tree, Term) else opts.mode
     question = opts.question.strip() if opts.question and opts.question.strip() else None
+    lexical = matches(tree)
+    if lexical:
+        _check_lexical(tree, src, mode)
     weight = _and_weight(tree, opts)
     texts = scored_texts(tree, question) if mode.startswith("nsfl") else scored_terms(tree, weight)
     index = {t: i for i, t in enumerate(texts)}
+    lex_index = {t: j for j, t in enumerate(lexical)}
     score, layers, rel = _score(
-        with_and_texts(tree, weight), mode, family, opts.truth, index, question
+        with_and_texts(tree, weight), mode, family, opts.truth, index, question, lex_index
     )
     where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
     if extra_where is not None:
         where = sql.SQL("{} AND ({})").format(where, extra_where)
     params: dict[str, Any] = dict(fparams)
     params[pre + "k"] = opts.k
+    if lexical:
+        params[pre + TEXT_CONFIG] = src.text_config
     sim_items = [_similarity(src, pre, f"v{i}", f"s{i}") for i in index.values()]
     if mode == "sqo":  # the score: the similarity to the SQO vector
         sim_items.append(_similarity(src, pre, GUIDE, "sq"))
+    sim_items += [_lexical_truth(src, pre, j, opts.lexical) for j in range(len(lexical))]
     sim_cols = [sql.Identifier(f"s{index[t]}") for t in texts]
+    sim_cols += [sql.Identifier(f"l{j}") for j in range(len(lexical))]
     final = _final(src, score, sim_cols, sql.Placeholder(pre + "k"), rel)
     if layers:
         final = sql.SQL("{}\n{}").format(sql.SQL(",\n").join(layers), final)
     return _Parts(
-        tree, opts, src, family, pre, mode, question, texts, index, sql.SQL(", ").join(sim_items),
-        where, final, bool(layers), params,
+        tree, opts, src, family, pre, mode, question, texts, index, lexical,
+        sql.SQL(", ").join(sim_items), where, final, bool(layers), params,
     )  # fmt: skip
+
+
+def _check_lexical(tree: Node, src: Source, mode: str) -> None:
+    """Refuse lexical terms outside the fuzzy mode and on a source without a lexical index."""
+    if mode != "fuzzy":
+        raise InvalidInput(
+            f"Lexical terms (match:...) are scored in the fuzzy mode only, not in mode {mode!r}"
+        )
+    if src.lexical is None or src.text_config is None:
+        first = matches(tree)[0]
+        raise InvalidInput(
+            f"match:{first!r} needs a lexical index, and this corpus has none: "
+            "add it with `pglogic corpus lexical NAME`"
+        )
+
+
+def _lexical_truth(src: Source, pre: str, j: int, kind: str) -> sql.Composable:
+    """The select item ``l{j}``: lexical term ``j``'s truth value (``crisp`` 1/0 or ``rank``)."""
+    tsv = src.col(LEXICAL_COLUMN)
+    tsq = sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
+        sql.Placeholder(pre + TEXT_CONFIG), sql.Placeholder(pre + f"q{j}")
+    )
+    if kind == "rank":
+        expr = sql.SQL("CASE WHEN {tsv} @@ {q} THEN ts_rank_cd({tsv}, {q}, 32) ELSE 0 END")
+    else:
+        expr = sql.SQL("CASE WHEN {tsv} @@ {q} THEN 1 ELSE 0 END")
+    return sql.SQL("{}::float8 AS {}").format(expr.format(tsv=tsv, q=tsq), sql.Identifier(f"l{j}"))
 
 
 def _and_weight(tree: Node, opts: SearchOptions) -> int:
@@ -602,6 +696,7 @@ def _score(
     truth: str,
     index: Mapping[str, int],
     question: str | None,
+    lex_index: Mapping[str, int] | None = None,
 ) -> tuple[sql.Composable, list[sql.Composable], str]:
     """The score expression, the CTE layers that compute it (NSFL) and the relation it ranks."""
     if mode.startswith("nsfl"):
@@ -610,7 +705,12 @@ def _score(
         return score, alg.ctes("sims"), alg.last("sims")
     if mode == "sqo":
         return sql.Identifier("sq"), [], "sims"
-    return to_sql(tree, lambda t: sql.Identifier(f"s{index[t]}"), family, truth), [], "sims"
+    lex = lex_index or {}
+    score = to_sql(
+        tree, lambda t: sql.Identifier(f"s{index[t]}"), family, truth,
+        lambda t: sql.Identifier(f"l{lex[t]}"),
+    )  # fmt: skip
+    return score, [], "sims"
 
 
 @dataclass(frozen=True)
@@ -641,7 +741,8 @@ def _depths(
             f"Invalid depth={opts.depth}: from 1 to {MAX_DEPTH:,} candidates per scan; "
             "use exact=True to score every document"
         )
-    n_scans = len(positive_terms(tree)) + (1 if mode == "nsfl" else 0)
+    lexical_scans = len(positive_matches(tree))
+    n_scans = len(positive_terms(tree)) + lexical_scans + (1 if mode == "nsfl" else 0)
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))
     depth = max(depth, opts.k)
     rdepth = opts.rerank_depth if opts.rerank_depth is not None else DEFAULT_RERANK_DEPTH
@@ -650,8 +751,10 @@ def _depths(
             f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
         )
     guided = opts.guide and mode in ("fuzzy", "nsfl") and len(terms(tree)) > 1
-    guide_only = guided and guide_only_plan(tree, opts)
-    union = guided and union_plan(tree, opts)
+    # A lexical term's matches are found by its own scan of the lexical index, and the guide
+    # knows nothing of words: no plan that leaves the term scans out.
+    guide_only = guided and not positive_matches(tree) and guide_only_plan(tree, opts)
+    union = guided and not positive_matches(tree) and union_plan(tree, opts)
     if union:  # each term's top k, at a single-term query's ef_search; no guide
         guided = False
         depth = opts.depth if opts.depth is not None else opts.k
@@ -754,6 +857,8 @@ def _scans(parts: _Parts, d: _Depths) -> list[tuple[str, str, str]]:
     elif not d.guide_only:  # (else the guide's scan alone finds the candidates)
         params[pre + "depth"] = d.depth
         scans += [(f"c{index[t]}", f"v{index[t]}", "depth") for t in positive_terms(parts.tree)]
+        lex = {t: j for j, t in enumerate(parts.lexical)}
+        scans += [(f"x{lex[t]}", f"q{lex[t]}", "depth") for t in positive_matches(parts.tree)]
         if parts.nsfl:
             scans.append(("m", f"v{index[_monolithic(parts)]}", "depth"))
     if d.guided:
@@ -775,6 +880,17 @@ def _scan_cte(parts: _Parts, name: str, vector: str, limit: str) -> sql.Composab
     A document found by two scans gets the same values twice; UNION keeps one.
     """
     src = parts.src
+    if name.startswith("x"):  # a lexical term's matches, best ranked first (GIN index)
+        j = int(name[1:])
+        return sql.SQL(
+            "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_}"
+            " WHERE {emb} IS NOT NULL AND {where} AND {matched}"
+            " ORDER BY {rank} DESC, {id} LIMIT {limit})"
+        ).format(
+            name=sql.Identifier(name), id=src.col(src.id), sims=parts.sims, from_=src.from_,
+            emb=src.col(src.embedding), where=parts.where, matched=parts.matched(j),
+            rank=parts.rank(j), limit=parts.ph(limit),
+        )  # fmt: skip
     return sql.SQL(
         "{name} AS MATERIALIZED (SELECT {id}, {sims} FROM {from_}"
         " WHERE {emb} IS NOT NULL AND {where} ORDER BY {dist} LIMIT {limit})"
@@ -795,7 +911,11 @@ def _candidates_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
     scans = _scans(parts, d)
     ctes = [_scan_cte(parts, *s) for s in scans]
     cols = sql.SQL(", ").join(
-        [sql.Identifier(parts.src.id), *(sql.Identifier(f"s{parts.index[t]}") for t in parts.texts)]
+        [
+            sql.Identifier(parts.src.id),
+            *(sql.Identifier(f"s{parts.index[t]}") for t in parts.texts),
+            *(sql.Identifier(f"l{j}") for j in range(len(parts.lexical))),
+        ]
     )
     union = sql.SQL(" UNION ").join(
         sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(name)) for name, _, _ in scans

@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+from pglogic.query import And, Match, Node, Not, Or, Term, semantic_part, terms, to_text
 
 __all__ = ["DEFAULT_AND_TEXT", "MAX_AND_TEXT", "and_texts", "scored_terms", "with_and_texts"]
 
@@ -38,8 +38,11 @@ MAX_AND_TEXT = 10
 
 
 def _phrase(node: And) -> str | None:
-    """The text of an AND's positive operands, when it has two or more."""
-    positive = [c for c in node.children if not isinstance(c, Not)]
+    """The text of an AND's positive operands, when it has two or more (lexical terms left out:
+    the phrase is embedded)."""
+    positive = [
+        p for c in node.children if not isinstance(c, Not) and (p := semantic_part(c)) is not None
+    ]
     if len(positive) < 2:
         return None
     return to_text(And(tuple(positive)))
@@ -58,7 +61,7 @@ def and_texts(tree: Node) -> list[str]:
     out: dict[str, None] = {}
 
     def walk(node: Node) -> None:
-        if isinstance(node, Term):
+        if isinstance(node, Term | Match):
             return
         if isinstance(node, Not):
             walk(node.child)
@@ -90,7 +93,7 @@ def with_and_texts(tree: Node, weight: int) -> Node:
         return tree
 
     def walk(node: Node) -> Node:
-        if isinstance(node, Term):
+        if isinstance(node, Term | Match):
             return node
         if isinstance(node, Not):
             return Not(walk(node.child))

@@ -79,8 +79,8 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.errors import ConfigError
-from pglogic.query.ast import And, Node, Not, Or, Term
+from pglogic.errors import ConfigError, QueryError
+from pglogic.query.ast import And, Match, Node, Not, Or, Term
 
 __all__ = [
     "AND_OPS",
@@ -838,8 +838,13 @@ def evaluate(
     alg: Algebra[T],
     family: OperatorFamily,
     truth: TruthMap,
+    match: Callable[[str], T] | None = None,
 ) -> T:
     """Evaluate a query tree in any algebra; ``leaf(text)`` gives a term's raw similarity.
+
+    ``match(text)`` gives a lexical term's (:class:`~pglogic.query.Match`) truth value, already
+    in [0, 1]: the truth map is for similarities and does not apply to it. A tree with a lexical
+    term and no ``match`` is a :class:`~pglogic.errors.QueryError`.
 
     :func:`evaluate_numpy` and :func:`to_sql` are this function with the NumPy and SQL algebras.
 
@@ -854,6 +859,12 @@ def evaluate(
     def walk(current: Node) -> T:
         if isinstance(current, Term):
             return truth.definition(alg, leaf(current.text))
+        if isinstance(current, Match):
+            if match is None:
+                raise QueryError(
+                    f"Lexical term {current} cannot be scored here: it needs the document's words"
+                )
+            return match(current.text)
         if isinstance(current, Not):
             return family.not_.definition(alg, walk(current.child))
         children = [walk(child) for child in current.children]
@@ -870,6 +881,7 @@ def evaluate_numpy(
     sims: Mapping[str, npt.ArrayLike],
     family: OperatorFamily | str | None = None,
     truth: TruthMap | str | None = DEFAULT_TRUTH,
+    matches: Mapping[str, npt.ArrayLike] | None = None,
 ) -> FloatArray:
     """Score documents exactly: ``sims[text]`` holds one cosine similarity per document.
 
@@ -896,8 +908,13 @@ def evaluate_numpy(
         # NaN (the cosine of a zero vector) is similar to nothing, as in the compiled SQL
         return np.nan_to_num(_as_array(sims[text]), nan=0.0)
 
-    result = evaluate(node, leaf, _NUMPY, resolve_family(family), resolve_truth(truth))
-    return _as_array(result)
+    def match(text: str) -> FloatArray:
+        if matches is None or text not in matches:
+            raise KeyError(f"No truth values given for lexical term {text!r}")
+        return _as_array(matches[text])
+
+    fam, tm = resolve_family(family), resolve_truth(truth)
+    return _as_array(evaluate(node, leaf, _NUMPY, fam, tm, None if matches is None else match))
 
 
 def to_sql(
@@ -905,9 +922,11 @@ def to_sql(
     term_expr: Callable[[str], sql.Composable],
     family: OperatorFamily | str | None = None,
     truth: TruthMap | str | None = DEFAULT_TRUTH,
+    match_expr: Callable[[str], sql.Composable] | None = None,
 ) -> sql.Composable:
     """Build the SQL score expression of a tree; ``term_expr(text)`` is the SQL expression of a
-    term's cosine similarity (e.g. a column of a CTE).
+    term's cosine similarity (e.g. a column of a CTE), ``match_expr(text)`` that of a lexical
+    term's truth value.
 
     Example:
         >>> from pglogic.query import parse
@@ -916,4 +935,5 @@ def to_sql(
         >>> expr.as_string(None)
         'LEAST(GREATEST(0.0, LEAST(1.0, "s1")), (1.0 - GREATEST(0.0, LEAST(1.0, "s2"))))'
     """
-    return evaluate(node, term_expr, _SQL, resolve_family(family), resolve_truth(truth))
+    fam, tm = resolve_family(family), resolve_truth(truth)
+    return evaluate(node, term_expr, _SQL, fam, tm, match_expr)

@@ -36,6 +36,13 @@ MODES: dict[str, str] = {
 """Scoring modes by name (``SearchOptions.mode``, ``--mode``); ``fuzzy`` is the default."""
 
 
+#: The truth values of a lexical term (``SearchOptions.lexical``).
+LEXICAL: dict[str, str] = {
+    "crisp": "1 when the document's words match, else 0 (exact inclusion and exclusion)",
+    "rank": "the match's normalised rank ts_rank_cd(tsv, q, 32) = r / (r + 1), 0 without a match",
+}
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """How to run a logical search.
@@ -66,6 +73,11 @@ class SearchOptions:
     joins the AND that many more times (once in an AND with a negated operand); 0 scores the
     formula alone.
 
+    ``lexical`` is the truth value of a lexical term (``match:"wheat"``, :data:`LEXICAL`):
+    ``crisp`` is 1 for a document whose words match and 0 otherwise; ``rank`` is the match's
+    normalised rank, ``ts_rank_cd(tsv, query, 32)`` = r / (r + 1), in [0, 1) and 0 without a
+    match. Both are used as they are by every operator family (no truth map).
+
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
     :class:`~pglogic.errors.SearchTimeout`.
@@ -91,3 +103,4 @@ class SearchOptions:
     seed: int = 0
     timeout: float | None = None
     and_text: int = DEFAULT_AND_TEXT
+    lexical: str = "crisp"

@@ -40,6 +40,9 @@ class Corpus:
     column: str
     index_name: str | None
     index_params: dict[str, Any] | None
+    #: The text search configuration of the corpus's lexical index (column ``tsv``), or None
+    #: when the corpus has none (lexical terms are refused).
+    lexical_config: str | None = None
 
     @property
     def table(self) -> sql.Identifier:

@@ -1,5 +1,9 @@
-"""Abstract syntax tree of logical queries: frozen, n-ary :class:`Term`, :class:`Not`, :class:`And`
-and :class:`Or` nodes.
+"""Abstract syntax tree of logical queries: frozen, n-ary :class:`Term`, :class:`Match`,
+:class:`Not`, :class:`And` and :class:`Or` nodes.
+
+A :class:`Term` is semantic (its truth comes from the similarity of a document's embedding to the
+term's), a :class:`Match` lexical (its truth comes from the document's words: written
+``match:"wheat"``).
 
 Every node carries a ``span`` (0-based ``(start, end)`` offsets into the source text, end
 exclusive) that is ignored by ``==``, ``hash`` and ``repr``, so two trees compare equal when they
@@ -28,15 +32,20 @@ from typing import TypeAlias, cast
 
 __all__ = [
     "And",
+    "Match",
     "Node",
     "Not",
     "Or",
     "Term",
     "flatten",
+    "leaves",
     "map_terms",
+    "matches",
     "negated_only_terms",
+    "positive_matches",
     "positive_terms",
     "quote_term",
+    "semantic_part",
     "terms",
     "to_string",
 ]
@@ -77,6 +86,33 @@ class Term(_NodeBase):
 
 
 @dataclass(frozen=True)
+class Match(_NodeBase):
+    """A lexical term (``match:"wheat"``): true for the documents whose words match ``text``.
+
+    ``text`` is a word or a phrase (its words in this order, next to each other), matched by
+    PostgreSQL's full-text search with the corpus's text search configuration. Its truth value
+    is 1 or 0 (``lexical="crisp"``), or the document's normalised rank (``lexical="rank"``).
+
+    Example:
+        >>> Match("SKU-4410")
+        Match(text='SKU-4410')
+        >>> print(Match("Basel III"))
+        match:"Basel III"
+    """
+
+    text: str
+    span: Span = field(default=(0, 0), compare=False, hash=False, repr=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"Match text must be a str, not {type(self.text).__name__}")
+        if not self.text or self.text != self.text.strip():
+            raise ValueError(
+                f"Match text must be non-blank without surrounding spaces: {self.text!r}"
+            )
+
+
+@dataclass(frozen=True)
 class Not(_NodeBase):
     """Negation of a subtree.
 
@@ -104,7 +140,7 @@ def _children(kind: str, children: Iterable[Node]) -> tuple[Node, ...]:
 
 
 def _check_node(node: object) -> None:
-    if not isinstance(node, Term | Not | And | Or):
+    if not isinstance(node, Term | Match | Not | And | Or):
         raise TypeError(f"Expected a query node, not {type(node).__name__}")
 
 
@@ -140,18 +176,23 @@ class Or(_NodeBase):
         object.__setattr__(self, "children", _children("Or", self.children))
 
 
-Node: TypeAlias = Term | Not | And | Or
+Node: TypeAlias = Term | Match | Not | And | Or
 """Any query node."""
 
+Leaf: TypeAlias = Term | Match
+"""A semantic or a lexical term."""
 
-def _polarities(node: Node) -> dict[str, bool]:
-    """Map each distinct term text (first-appearance order) to whether it occurs positively."""
+
+def _polarities(node: Node, kind: type[Leaf] = Term) -> dict[str, bool]:
+    """Map each distinct text of the leaves of ``kind`` (first-appearance order) to whether it
+    occurs positively."""
     seen: dict[str, bool] = {}
     stack: list[tuple[Node, bool]] = [(node, True)]
     while stack:
         current, positive = stack.pop()
-        if isinstance(current, Term):
-            seen[current.text] = seen.get(current.text, False) or positive
+        if isinstance(current, Term | Match):
+            if isinstance(current, kind):
+                seen[current.text] = seen.get(current.text, False) or positive
         elif isinstance(current, Not):
             stack.append((current.child, not positive))
         else:
@@ -160,7 +201,7 @@ def _polarities(node: Node) -> dict[str, bool]:
 
 
 def terms(node: Node) -> list[str]:
-    """Return the distinct term texts of a tree in order of first appearance.
+    """Return the distinct (semantic) term texts of a tree in order of first appearance.
 
     Example:
         >>> from pglogic.query import parse
@@ -195,20 +236,90 @@ def negated_only_terms(node: Node) -> list[str]:
     return [text for text, positive in _polarities(node).items() if not positive]
 
 
-def map_terms(node: Node, fn: Callable[[str], str]) -> Node:
-    """The same tree with every term's text replaced by ``fn(text)``.
+def matches(node: Node) -> list[str]:
+    """Return the distinct lexical term (:class:`Match`) texts in order of first appearance.
 
     Example:
         >>> from pglogic.query import parse
-        >>> str(map_terms(parse('"Oil" AND NOT "Gas"'), str.lower))
-        '"oil" AND NOT "gas"'
+        >>> matches(parse('"grain" AND NOT (match:wheat OR match:"durum wheat" OR match:wheat)'))
+        ['wheat', 'durum wheat']
+    """
+    return list(_polarities(node, Match))
+
+
+def positive_matches(node: Node) -> list[str]:
+    """Return the distinct lexical terms that occur at least once under an even number of NOTs:
+    the ones whose matching documents can raise a score, so they generate candidates.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> positive_matches(parse('match:grain AND NOT match:wheat'))
+        ['grain']
+    """
+    return [text for text, positive in _polarities(node, Match).items() if positive]
+
+
+def map_terms(
+    node: Node, fn: Callable[[str], str], match_fn: Callable[[str], str] | None = None
+) -> Node:
+    """The same tree with every term's text replaced by ``fn(text)`` (and every lexical term's
+    by ``match_fn(text)``; lexical terms are kept as they are when it is None).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> str(map_terms(parse('"Oil" AND NOT "Gas" OR match:Tax'), str.lower))
+        '"oil" AND NOT "gas" OR match:"Tax"'
     """
     if isinstance(node, Term):
         return Term(fn(node.text))
+    if isinstance(node, Match):
+        return node if match_fn is None else Match(match_fn(node.text))
     if isinstance(node, Not):
-        return Not(map_terms(node.child, fn))
-    children = tuple(map_terms(c, fn) for c in node.children)
+        return Not(map_terms(node.child, fn, match_fn))
+    children = tuple(map_terms(c, fn, match_fn) for c in node.children)
     return And(children) if isinstance(node, And) else Or(children)
+
+
+def leaves(node: Node) -> list[Leaf]:
+    """Every term and lexical term of the tree, in query order (repeats included).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> [str(n) for n in leaves(parse('"a" AND NOT (match:b OR "a")'))]
+        ['"a"', 'match:"b"', '"a"']
+    """
+    if isinstance(node, Term | Match):
+        return [node]
+    if isinstance(node, Not):
+        return leaves(node.child)
+    return [leaf for child in node.children for leaf in leaves(child)]
+
+
+def semantic_part(node: Node) -> Node | None:
+    """The tree without its lexical terms (None when nothing else is left): what the guide
+    vector and the AND texts are computed from. An AND or OR left with one operand is that
+    operand; a NOT of nothing is nothing.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> print(semantic_part(parse('"grain" AND NOT match:wheat OR "corn" AND "oil"')))
+        "grain" OR "corn" AND "oil"
+        >>> semantic_part(parse('match:a OR NOT match:b')) is None
+        True
+    """
+    if isinstance(node, Term):
+        return node
+    if isinstance(node, Match):
+        return None
+    if isinstance(node, Not):
+        child = semantic_part(node.child)
+        return None if child is None else Not(child)
+    kept = [c for c in (semantic_part(child) for child in node.children) if c is not None]
+    if not kept:
+        return None
+    if len(kept) == 1:
+        return kept[0]
+    return And(tuple(kept)) if isinstance(node, And) else Or(tuple(kept))
 
 
 def quote_term(text: str) -> str:
@@ -251,6 +362,8 @@ def to_string(node: Node) -> str:
     """
     if isinstance(node, Term):
         return quote_term(node.text)
+    if isinstance(node, Match):
+        return "match:" + quote_term(node.text)
     if isinstance(node, Not):
         inner = to_string(node.child)
         return f"NOT ({inner})" if isinstance(node.child, And | Or) else f"NOT {inner}"

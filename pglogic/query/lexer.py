@@ -1,8 +1,9 @@
 """Tokenizer for logical queries.
 
-Tokens are quoted terms, the operators ``AND``, ``OR`` and ``NOT`` (any letter case), parentheses
-and bare words (which the parser rejects with a helpful message). Whitespace, newlines included,
-separates tokens and is otherwise ignored.
+Tokens are quoted terms, lexical terms (``match:`` right before a quoted phrase or a bare word:
+``match:"Basel III"``, ``match:SKU-4410``), the operators ``AND``, ``OR`` and ``NOT`` (any letter
+case), parentheses and bare words (which the parser rejects with a helpful message). Whitespace,
+newlines included, separates tokens and is otherwise ignored.
 
 Terms are enclosed in double or single quotes. Inside a term, ``\\"``, ``\\'`` and ``\\\\``
 stand for ``"``, ``'`` and ``\\``; any other backslash is kept as it is. The text of a term is
@@ -12,6 +13,8 @@ The lexer is lazy (:meth:`Lexer.next`), so the parser reports the leftmost error
 
     >>> [(t.kind.name, t.value) for t in tokenize('NOT "a" and (\\'b\\')')]
     [('NOT', 'NOT'), ('TERM', 'a'), ('AND', 'and'), ('LPAREN', '('), ('TERM', 'b'), ('RPAREN', ')')]
+    >>> [(t.kind.name, t.value) for t in tokenize('match:"Basel III" OR MATCH:astro-ph.CO')]
+    [('MATCH', 'Basel III'), ('OR', 'OR'), ('MATCH', 'astro-ph.CO')]
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ __all__ = ["Lexer", "Token", "TokenKind", "tokenize"]
 
 _KEYWORDS = {"and": "AND", "or": "OR", "not": "NOT"}
 _ESCAPABLE = frozenset("\"'\\")
+#: The prefix of a lexical term (any letter case), followed by ``:``.
+MATCH_PREFIX = "match"
+#: What ends a bare word after ``match:``.
+_BARE_END = frozenset("()\"'")
 
 
 class TokenKind(enum.Enum):
@@ -36,6 +43,7 @@ class TokenKind(enum.Enum):
     """
 
     TERM = "term"
+    MATCH = "lexical term"
     AND = "AND"
     OR = "OR"
     NOT = "NOT"
@@ -117,12 +125,35 @@ class Lexer:
             end = pos + 1
             while end < n and _is_word_char(query[end]):
                 end += 1
-            self.pos = end
             word = query[pos:end]
+            if end < n and query[end] == ":":
+                return self._prefixed(word, pos, end + 1)
+            self.pos = end
             keyword = _KEYWORDS.get(word.lower()) if word.isascii() else None
             kind = TokenKind(keyword) if keyword else TokenKind.WORD
             return Token(kind, word, pos, end)
         raise self._error(f"Unexpected character {ch!r}", pos)
+
+    def _prefixed(self, prefix: str, start: int, pos: int) -> Token:
+        """A lexical term: ``match:`` (at ``start``) then a quoted phrase or a bare word at
+        ``pos``; any other ``word:`` is an error."""
+        query, n = self.query, len(self.query)
+        if prefix.lower() != MATCH_PREFIX:
+            raise self._error(
+                f"Unknown term kind '{prefix}:' (a lexical term is match:\"...\")", start
+            )
+        if pos < n and query[pos] in "\"'":
+            term = self._term(pos, query[pos])
+            return Token(TokenKind.MATCH, term.value, start, term.end)
+        end = pos
+        while end < n and not query[end].isspace() and query[end] not in _BARE_END:
+            end += 1
+        if end == pos:
+            raise self._error("Expected a word or a quoted phrase right after match:", start)
+        if "\x00" in query[pos:end]:
+            raise self._error("A term cannot contain a NUL character (\\x00)", pos)
+        self.pos = end
+        return Token(TokenKind.MATCH, query[pos:end], start, end)
 
     def _term(self, start: int, quote: str) -> Token:
         query, n = self.query, len(self.query)

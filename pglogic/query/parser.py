@@ -5,7 +5,7 @@ Grammar (precedence NOT > AND > OR, parentheses override it)::
     T → U (OR U)*          disjunction
     U → V (AND V)*         conjunction
     V → NOT V | W          negation (NOT NOT "x" is kept as two NOTs)
-    W → term | ( T )       quoted term or parenthesized query
+    W → term | match | ( T )   quoted term, lexical term (match:"...") or parenthesized query
 
 Chains of the same operator are flattened into one n-ary node, also across parentheses. Every
 error is a :class:`~pglogic.errors.QuerySyntaxError` whose message ends with the 1-based column of
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from pglogic.errors import QueryError, QuerySyntaxError
-from pglogic.query.ast import And, Node, Not, Or, Term
+from pglogic.query.ast import And, Match, Node, Not, Or, Term
 from pglogic.query.lexer import Lexer, Token, TokenKind
 
 __all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse", "to_tree"]
@@ -124,12 +124,13 @@ class _Parser:
 
     def parse_atom(self, after: Token | None) -> Node:
         token = self.tok
-        if token.kind is TokenKind.TERM:
+        if token.kind is TokenKind.TERM or token.kind is TokenKind.MATCH:
             self.advance()
             self.term_count += 1
             if self.term_count == self.max_terms + 1:
                 self.first_over_limit = token.col
-            return Term(token.value, span=(token.start, token.end))
+            leaf = Term if token.kind is TokenKind.TERM else Match
+            return leaf(token.value, span=(token.start, token.end))
         if token.kind is TokenKind.LPAREN:
             return self.parse_parenthesized()
         if token.kind is TokenKind.WORD:
@@ -181,8 +182,8 @@ def parse(
 def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
     """Parse ``query`` as a logical query, or take it as one plain term.
 
-    It is logical when it contains a double quote or starts with ``'``, ``(`` or ``NOT``; so
-    ``children's books`` is plain text and ``'a' AND 'b'`` is logical.
+    It is logical when it contains a double quote or starts with ``'``, ``(``, ``NOT`` or
+    ``match:``; so ``children's books`` is plain text and ``'a' AND 'b'`` is logical.
 
     Example:
         >>> to_tree("oil prices")
@@ -191,11 +192,18 @@ def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
         Term(text="children's books")
         >>> str(to_tree('"a" and not "b"'))
         '"a" AND NOT "b"'
+        >>> to_tree("match:SKU-4410")
+        Match(text='SKU-4410')
     """
     if not isinstance(query, str):
         return query
     head = query.lstrip()[:4].upper()
-    logical = '"' in query or head[:1] in ("'", "(") or head == "NOT " or head == "NOT("
+    logical = (
+        '"' in query
+        or head[:1] in ("'", "(")
+        or head in ("NOT ", "NOT(")
+        or query.lstrip()[:6].lower() == "match:"
+    )
     if not logical:
         text = query.strip()
         if not text:

@@ -18,7 +18,7 @@ directly inside an OR).
 
 from __future__ import annotations
 
-from pglogic.query.ast import And, Node, Not, Or, Term, flatten, quote_term, to_string
+from pglogic.query.ast import And, Match, Node, Not, Or, Term, flatten, quote_term, to_string
 
 __all__ = ["quote_term", "to_string", "to_text"]
 
@@ -39,7 +39,7 @@ def to_text(tree: Node) -> str:
         >>> to_text(parse('("a" OR "b") AND NOT "c" AND NOT "d" OR NOT ("e" AND "f")'))
         '(a or b) but not c and not d or not (e and f)'
     """
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return tree.text
     if isinstance(tree, Not):
         inner = to_text(tree.child)

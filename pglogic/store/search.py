@@ -37,12 +37,15 @@ from pglogic.engine.compile import (
 from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.source import SCHEMA, Corpus
-from pglogic.errors import EmbeddingError, SearchTimeout
-from pglogic.query import Node, positive_terms, to_tree
+from pglogic.errors import EmbeddingError, InvalidInput, SearchTimeout
+from pglogic.query import Match, Node, matches, positive_terms, quote_term, to_tree
 from pglogic.query import terms as tree_terms
+from pglogic.query.ast import leaves
 from pglogic.store.calibration_store import resolve_stored_truth
+from pglogic.store.citus import PROPAGATE, distribution, table_stats, with_propagation
 from pglogic.store.db import Connection, vector_version, version_tuple
 from pglogic.store.ingest import vector_problem
+from pglogic.store.lexical import lexical_problems
 from pglogic.store.term_cache import cached_term_vectors, remember_term_vectors
 
 
@@ -61,6 +64,8 @@ class Hit:
     score: float
     similarities: dict[str, float]
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Each lexical term's (``match:"..."``) truth value for the document.
+    lexical: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,7 +108,9 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
         [Hit(...), ...]
     """
     params = compiled.with_vectors(vectors)  # type: ignore[arg-type]
-    names = list(compiled.settings)
+    # on a Citus coordinator the settings reach the workers (citus.propagate_set_commands)
+    settings = with_propagation(conn, compiled.settings)
+    names = list(settings)
     # Inside the caller's transaction SET LOCAL would outlive the query: save and restore.
     restore = conn.info.transaction_status != TransactionStatus.IDLE
     old = None
@@ -113,11 +120,12 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
     # One round trip for BEGIN, the SET LOCALs and the statement (pipeline mode).
     try:
         with conn.pipeline(), conn.transaction():
-            for stmt in set_local(compiled.settings):
+            for stmt in set_local(settings):
                 conn.execute(stmt)
             rows = conn.execute(compiled.text, params).fetchall()  # rendered once per shape
             if old is not None:
-                back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
+                pairs = sorted(zip(names, old, strict=True), key=lambda p: p[0] in PROPAGATE)
+                back = {n: v for n, v in pairs if v not in (None, "")}  # Citus's own last
                 for stmt in set_local(back):
                     conn.execute(stmt)
                 for name in names:
@@ -131,7 +139,7 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
                 "(statement_timeout); raise --timeout, add a filter or lower k or depth"
             ) from None
         raise
-    n = len(compiled.terms)
+    n, m = len(compiled.terms), len(compiled.lexical)
     return [
         Hit(
             int(r[0]),
@@ -140,6 +148,7 @@ def execute(conn: Connection, compiled: CompiledQuery, vectors: dict[str, object
             float(r[4]),
             {t: float(v) for t, v in zip(compiled.terms, r[5 : 5 + n], strict=True)},
             r[3],
+            {t: float(v) for t, v in zip(compiled.lexical, r[5 + n : 5 + n + m], strict=True)},
         )
         for r in rows
     ]
@@ -194,12 +203,14 @@ def search(
     compiled = compile_query(
         tree, corpus, opts, server_has_iterative_scan=iterative, filter_selectivity=selectivity
     )
+    if compiled.lexical:
+        check_lexical_terms(conn, corpus, tree)
     t1 = time.perf_counter()
     found: dict[str, object] = {}
-    if use_term_cache:
+    if use_term_cache and compiled.terms:
         found.update(cached_term_vectors(conn, corpus, compiled.terms))
     missing = [t for t in compiled.terms if t not in found]
-    if missing or not compiled.terms:
+    if missing:
         if not hasattr(embedder, "embed"):  # a factory: load the model only for a valid query
             embedder = embedder()
         emb = cast(Embedder, embedder)
@@ -235,6 +246,32 @@ def search(
         hits = execute(conn, compiled, vectors)
     timings["database"] = time.perf_counter() - t2
     return SearchResult(tree, compiled, hits, timings, cached)
+
+
+def check_lexical_terms(conn: Connection, corpus: Corpus, tree: Node) -> None:
+    """Refuse a lexical term that holds no searchable word in the corpus's configuration
+    (only stop words or punctuation: it would match nothing), with its position.
+
+    Example:
+        >>> check_lexical_terms(conn, corpus, parse('"grain" AND NOT match:the'))  # doctest: +SKIP
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: match:"the" at col 19 has no word that the corpus's lexical index holds (english drops stop words and punctuation); use another word or a semantic term "the"
+    """
+    config = corpus.lexical_config
+    if config is None:
+        return
+    bad = lexical_problems(conn, config, matches(tree))
+    if not bad:
+        return
+    spans = {n.text: n.span for n in leaves(tree) if isinstance(n, Match)}
+    text = bad[0]
+    col = spans.get(text, (0, 0))[0] + 1
+    where = f" at col {col}" if spans.get(text, (0, 0)) != (0, 0) else ""
+    raise InvalidInput(
+        f"{Match(text)}{where} has no word that the corpus's lexical index holds ({config} "
+        f"drops stop words and punctuation); use another word or a semantic term "
+        f"{quote_term(text)}"
+    )
 
 
 def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Filter]) -> float:
@@ -307,6 +344,9 @@ def estimate_filter(
     ).fetchone()
     pages = max(1, int(row[0])) if row else 1
     rows = max(0.0, float(row[1])) if row else 0.0
+    if row and not row[0] and distribution(conn, corpus) is not None:
+        pages, rows = table_stats(conn, corpus)  # Citus: the coordinator's own table is empty
+        pages = max(1, pages)
     if not filters:
         return 1.0, rows
     percent = min(100.0, 100.0 * 1000 / pages)
