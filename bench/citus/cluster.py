@@ -54,6 +54,9 @@ COMMON = {
     "wal_level": "'logical'",
     "max_wal_size": "'4GB'",
     "checkpoint_timeout": "'15min'",
+    # long statements (a shard's CREATE INDEX) land in each node's log with their duration:
+    # bench/citus.py reads the per-shard HNSW build times from there
+    "log_min_duration_statement": "'1s'",
 }
 ROLE_SETTINGS = {
     "coordinator": {"shared_buffers": "'512MB'", "maintenance_work_mem": "'256MB'"},

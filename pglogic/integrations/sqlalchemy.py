@@ -51,6 +51,7 @@ from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.errors import InvalidInput
 from pglogic.query import Node, to_tree
+from pglogic.store.citus import PROPAGATE
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -255,7 +256,19 @@ def _resolve(entity: Any, embedding: Any) -> tuple[Table, Column[Any], Column[An
 
 
 def _settings(stmt: LogicalSelect) -> dict[str, str]:
-    return stmt.pglogic_compiled().settings
+    """The statement's settings, then Citus's propagation setting: reading its value tells
+    whether the server is a Citus coordinator (NULL elsewhere), in the same query."""
+    return {**stmt.pglogic_compiled().settings, **PROPAGATE}
+
+
+def _on_citus(settings: dict[str, str], old: Sequence[Any]) -> tuple[dict[str, str], list[Any]]:
+    """Drop the propagation setting unless the server has Citus; there it goes first (so the
+    other ``SET LOCAL`` statements reach the workers)."""
+    *values, citus = old
+    rest = {k: v for k, v in settings.items() if k not in PROPAGATE}
+    if citus is None:
+        return rest, values
+    return {**PROPAGATE, **rest}, [citus, *values]
 
 
 def _save(settings: Mapping[str, str]) -> tuple[TextClause, dict[str, str]]:
@@ -272,7 +285,10 @@ def _set(settings: Mapping[str, str]) -> list[TextClause]:
 def _restore(names: Sequence[str], old: Sequence[Any]) -> list[TextClause]:
     """Statements that put the settings back: their old values, or the default where the setting
     did not exist before the search (pgvector's, before the extension was loaded)."""
-    back = {n: v for n, v in zip(names, old, strict=True) if v not in (None, "")}
+    pairs = list(zip(names, old, strict=True))
+    pairs.sort(key=lambda p: p[0] in PROPAGATE)  # Citus's own last: the others reach the workers
+    names = [n for n, _ in pairs]
+    back = {n: v for n, v in pairs if v not in (None, "")}
     out = _set(back)
     for name in names:
         if name not in back:
@@ -320,6 +336,7 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     query, params = _save(settings)
     bind = _same_bind(session, stmt)
     old = session.execute(query, params, bind_arguments=bind).one()
+    settings, old = _on_citus(settings, old)
     for setting in _set(settings):
         session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
@@ -342,6 +359,7 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     query, params = _save(settings)
     bind = _same_bind(session.sync_session, stmt)
     old = (await session.execute(query, params, bind_arguments=bind)).one()
+    settings, old = _on_citus(settings, old)
     for setting in _set(settings):
         await session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)

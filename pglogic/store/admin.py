@@ -406,8 +406,14 @@ def build_embedding_index(
             with Maintenance(conn, c, note=note, maintenance_work_mem=maintenance_work_mem):
                 indexes.repair(conn, c, note=note)
                 e = _find(_rows(conn, c), c, model)  # as of the lock
-                indexes.build_hnsw(
-                    conn, c, emb_id=e.id, column=e.column, m=m, ef_construction=ef_construction
+                indexes.build_any_hnsw(  # a Citus distributed table builds in a transaction
+                    conn,
+                    c,
+                    emb_id=e.id,
+                    column=e.column,
+                    m=m,
+                    ef_construction=ef_construction,
+                    maintenance_work_mem=maintenance_work_mem,
                 )
                 conn.execute(sql.SQL("ANALYZE {}").format(c.table))
     return time.perf_counter() - started

@@ -29,7 +29,7 @@ from pglogic.engine.source import SCHEMA as SCHEMA
 from pglogic.engine.source import Corpus as Corpus
 from pglogic.engine.source import validate_name as validate_name
 from pglogic.errors import CorpusExists, InvalidInput, UnknownCorpus
-from pglogic.store import indexes
+from pglogic.store import citus, indexes
 from pglogic.store.db import Connection, require_schema
 from pglogic.store.indexes import IndexProgress as IndexProgress
 from pglogic.store.indexes import Maintenance, Progress, check_hnsw
@@ -69,11 +69,16 @@ def create_corpus(
     model: str,
     dim: int,
     distance: str = "cosine",
+    distributed: bool = False,
+    shards: int | None = None,
     description: str = "",
 ) -> Corpus:
     """Create corpus ``name`` for vectors of ``dim`` dimensions made by ``model``; commit.
 
     The caller checks that ``model`` exists and produces ``dim``-dimensional vectors.
+    ``distributed`` makes it a Citus distributed table of ``shards`` shards (default: two per
+    worker; :func:`pglogic.store.citus.distribute_table`), in the same transaction; refused with
+    :class:`~pglogic.errors.DatabaseUnavailable` on a server without Citus.
 
     Example:
         >>> create_corpus(conn, "news", model="all-MiniLM-L6-v2", dim=384).table_name  # doctest: +SKIP
@@ -84,7 +89,14 @@ def create_corpus(
         raise InvalidInput(f"Unsupported distance {distance!r}: pglogic corpora use 'cosine'")
     if not 1 <= dim <= 16000:
         raise InvalidInput(f"Invalid dimension {dim}: must be between 1 and 16000")
+    if shards is not None:
+        if not distributed:
+            raise InvalidInput("--shards needs --distributed")
+        citus.check_shards(shards)
     require_schema(conn)
+    if distributed:
+        citus.require_citus(conn, f"create distributed corpus {name!r}")
+        shards = shards or citus.default_shards(conn)
     with conn.transaction():
         exists = conn.execute("SELECT 1 FROM pglogic.corpora WHERE name = %s", (name,)).fetchone()
         if exists:
@@ -139,6 +151,10 @@ def create_corpus(
             " is_active) VALUES (%s, %s, %s, %s, 'embedding', true)",
             (corpus_id, model, dim, distance),
         )
+        if distributed:
+            assert shards is not None
+            new = _new_corpus(corpus_id, name, table_name)
+            citus.distribute_table(conn, new, shards=shards)
     return get_corpus(conn, name)
 
 
@@ -168,6 +184,8 @@ class CorpusInfo:
     created_at: datetime | None
     #: indexes left invalid by an interrupted build (``pglogic index CORPUS --repair`` drops them)
     invalid_indexes: tuple[str, ...] = ()
+    #: how the table is distributed (``citus: 4 shards on 2 nodes, by external_id``), or None
+    distribution: str | None = None
 
 
 def corpus_info(conn: Connection, name: str) -> CorpusInfo:
@@ -178,20 +196,26 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         2000
     """
     c = get_corpus(conn, name)
-    row = conn.execute(
-        sql.SQL(
-            "SELECT count(*), count({col}), pg_table_size({regclass}),"
-            " (SELECT created_at FROM pglogic.corpora WHERE id = %s) FROM {table}"
-        ).format(col=c.embedding, table=c.table, regclass=sql.Literal(f"{SCHEMA}.{c.table_name}")),
-        (c.id,),
+    counts = conn.execute(
+        sql.SQL("SELECT count(*), count({col}) FROM {table}").format(col=c.embedding, table=c.table)
     ).fetchone()
-    assert row is not None
+    meta = conn.execute(
+        "SELECT pg_table_size(to_regclass(%s)), created_at FROM pglogic.corpora WHERE id = %s",
+        (f"{SCHEMA}.{c.table_name}", c.id),
+    ).fetchone()
+    assert counts is not None and meta is not None
+    row = (counts[0], counts[1], meta[0], meta[1])
     index_bytes = 0
     if c.index_name:
         r = conn.execute(
             "SELECT pg_relation_size(to_regclass(%s))", (f"{SCHEMA}.{c.index_name}",)
         ).fetchone()
         index_bytes = int(r[0] or 0) if r else 0
+    dist = citus.distribution(conn, c)
+    if dist is not None:  # the coordinator's own table is empty: sum the shards
+        row = (row[0], row[1], citus.relation_bytes(conn, f"{SCHEMA}.{c.table_name}"), row[3])
+        if c.index_name:
+            index_bytes = citus.relation_bytes(conn, f"{SCHEMA}.{c.index_name}")
     invalid = tuple(indexes.invalid_indexes(conn, c))
     conn.rollback()
     return CorpusInfo(
@@ -207,6 +231,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         c.index_params,
         row[3],
         invalid,
+        None if dist is None else str(dist),
     )
 
 
@@ -232,6 +257,44 @@ def drop_corpus(conn: Connection, name: str) -> None:
     with conn.transaction():
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(c.table))
         conn.execute("DELETE FROM pglogic.corpora WHERE id = %s", (c.id,))
+
+
+def distribute_corpus(
+    conn: Connection,
+    name: str,
+    *,
+    shards: int | None = None,
+    maintenance_work_mem: str = "1GB",
+    note: Callable[[str], None] | None = None,
+) -> citus.Distribution:
+    """Distribute corpus ``name`` over the Citus workers (``shards`` shards; default two per
+    worker); return the distribution.
+
+    One transaction: the primary key on ``id`` becomes a btree index, the rows move to the
+    shards and every index, the HNSW one included, is built on every shard with
+    ``maintenance_work_mem`` (:func:`pglogic.store.citus.distribute_table`). Writes and searches
+    wait until it commits. Holds the corpus's index-maintenance lock (an index command running
+    on the corpus finishes first). Refused on a server without Citus, or when the corpus is
+    distributed already.
+
+    Example:
+        >>> str(distribute_corpus(conn, "news", shards=4))  # doctest: +SKIP
+        'citus: 4 shards on 2 nodes, by external_id'
+    """
+    if shards is not None:
+        citus.check_shards(shards)
+    citus.require_citus(conn, f"distribute corpus {name!r}")
+    c = _for_maintenance(conn, name)
+    with Maintenance(conn, c, note=note, maintenance_work_mem=maintenance_work_mem):
+        c = get_corpus(conn, name)
+        if citus.distribution(conn, c) is not None:
+            raise InvalidInput(f"Corpus {name!r} is distributed already")
+        indexes.repair(conn, c, note=note)
+        with conn.transaction():
+            citus.distribute_table(conn, c, shards=shards or citus.default_shards(conn))
+        dist = citus.distribution(conn, c)
+    assert dist is not None
+    return dist
 
 
 #: HNSW build parameters. ef_construction is twice pgvector's default (64): at 1M vectors an
@@ -281,8 +344,14 @@ def build_index(
             "SELECT id FROM pglogic.embeddings WHERE corpus_id = %s AND is_active", (c.id,)
         ).fetchone()
         assert emb is not None
-        indexes.build_hnsw(
-            conn, c, emb_id=int(emb[0]), column=c.column, m=m, ef_construction=ef_construction
+        indexes.build_any_hnsw(
+            conn,
+            c,
+            emb_id=int(emb[0]),
+            column=c.column,
+            m=m,
+            ef_construction=ef_construction,
+            maintenance_work_mem=maintenance_work_mem,
         )
         indexes.clean_metadata_pending(conn, c)
         conn.execute(sql.SQL("ANALYZE {}").format(c.table))

@@ -41,8 +41,10 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
+from pglogic.engine.compile import set_local
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import InvalidInput, PglogicError
+from pglogic.store.citus import distribution, with_propagation
 from pglogic.store.db import Connection
 
 #: Key space of the session advisory lock that serializes index commands on one corpus
@@ -473,7 +475,8 @@ def build_hnsw_in_transaction(
 
     ``CREATE INDEX`` takes a SHARE lock (writes wait, searches do not) while it builds; a rebuild
     builds ``<name>_new`` first and drops the old index only at the end, whose ACCESS EXCLUSIVE
-    lock is held until the caller commits.
+    lock is held until the caller commits. ``maintenance_work_mem`` is a ``SET LOCAL``, which on
+    a Citus coordinator reaches the workers (every shard's index is built there, in parallel).
 
     Example:
         >>> with conn.transaction():  # doctest: +SKIP
@@ -483,7 +486,11 @@ def build_hnsw_in_transaction(
     check_hnsw(m, ef_construction)
     name = hnsw_name(corpus, column)
     with conn.transaction():
-        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,))
+        # SET LOCAL, not set_config(): on Citus only SET LOCAL reaches the workers that build
+        for stmt in set_local(
+            with_propagation(conn, {"maintenance_work_mem": maintenance_work_mem})
+        ):
+            conn.execute(stmt)
         exists = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.{name}",)).fetchone()
         rebuild = exists is not None and exists[0] is not None
         target = f"{name}_new" if rebuild else name
@@ -513,6 +520,44 @@ def build_hnsw_in_transaction(
             "UPDATE pglogic.embeddings SET index_name = %s, index_params = %s WHERE id = %s",
             (name, Jsonb({"m": m, "ef_construction": ef_construction}), emb_id),
         )
+
+
+def build_any_hnsw(
+    conn: Connection,
+    corpus: Corpus,
+    *,
+    emb_id: int,
+    column: str,
+    m: int,
+    ef_construction: int,
+    maintenance_work_mem: str,
+) -> None:
+    """Build the HNSW index of ``column`` the way the corpus's table allows; register it.
+
+    A plain table: :func:`build_hnsw` (``CREATE INDEX CONCURRENTLY``: writes go on). A Citus
+    distributed table: :func:`build_hnsw_in_transaction`, because a concurrent build on Citus
+    runs outside any transaction on the workers, where no ``SET LOCAL`` arrives: every shard
+    would be built with the worker's default ``maintenance_work_mem`` (a graph that does not
+    fit is built far slower). In a transaction the setting reaches every shard's build; writes
+    to the corpus wait for the build, searches do not. Run it inside :class:`Maintenance` (an
+    autocommit connection) after :func:`repair`.
+
+    Example:
+        >>> build_any_hnsw(conn, corpus, emb_id=1, column="embedding", m=16, ef_construction=128,
+        ...                maintenance_work_mem="1GB")  # doctest: +SKIP
+    """
+    if distribution(conn, corpus) is None:
+        build_hnsw(conn, corpus, emb_id=emb_id, column=column, m=m, ef_construction=ef_construction)
+        return
+    build_hnsw_in_transaction(
+        conn,
+        corpus,
+        emb_id=emb_id,
+        column=column,
+        m=m,
+        ef_construction=ef_construction,
+        maintenance_work_mem=maintenance_work_mem,
+    )
 
 
 def ensure_metadata_index(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> bool:
@@ -631,6 +676,7 @@ __all__ = [
     "IndexProgress",
     "Maintenance",
     "Progress",
+    "build_any_hnsw",
     "build_hnsw",
     "build_hnsw_in_transaction",
     "check_hnsw",
