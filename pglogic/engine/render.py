@@ -45,6 +45,7 @@ from pglogic.engine.compile import (
     GUIDE,
     GUIDE_DEPTH,
     RERANK_DEPTH,
+    TEXT_CONFIG,
     CompiledQuery,
     SearchOptions,
     set_local,
@@ -54,7 +55,7 @@ from pglogic.engine.filters import Contains, Filter
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.plans import union_plan
 from pglogic.errors import InvalidInput, QueryError
-from pglogic.query import And, Node, Not, Or, Term, terms
+from pglogic.query import And, Match, Node, Not, Or, Term, matches, semantic_part, terms
 
 __all__ = [
     "FUNCTION_PARAMETERS",
@@ -204,6 +205,7 @@ def render(
     pre = compiled.param_prefix
     vector_terms = {f"{pre}v{i}": t for i, t in enumerate(compiled.terms)}
     guide = compiled.guide_param
+    all_params = {**compiled.params, **lexical_params(compiled)}
     literals: dict[str, sql.Composable] = {}
     if vectors is not None:
         for name, term in vector_terms.items():
@@ -213,11 +215,11 @@ def render(
         if guide is not None:
             literals[guide] = sql.Literal(vector_literal(compiled.guide_vector(vectors)))
     if inline_params if inline_params is not None else vectors is not None:
-        literals.update({name: sql.Literal(value) for name, value in compiled.params.items()})
+        literals.update({name: sql.Literal(value) for name, value in all_params.items()})
 
     names: list[str] = []
     # psycopg reads '%' as the start of a placeholder while any placeholder is left
-    known = set(vector_terms) | set(compiled.params) | ({guide} if guide else set())
+    known = set(vector_terms) | set(all_params) | ({guide} if guide else set())
     escape = style == "psycopg" and bool(known - set(literals))
 
     def replace(name: str) -> sql.Composable:
@@ -235,17 +237,38 @@ def render(
 
     statement = _walk(compiled.statement, replace)
     text = statement.as_string(None)
-    params = {n: v for n, v in compiled.params.items() if n not in literals}
+    params = {n: v for n, v in all_params.items() if n not in literals}
     remaining = {n: t for n, t in vector_terms.items() if n not in literals}
     pending = guide if guide is not None and guide not in literals else None  # computed later
     return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), pending,
                     compiled.guide_vector if pending else None)  # fmt: skip
 
 
+def lexical_params(compiled: CompiledQuery) -> dict[str, str]:
+    """The lexical terms' texts by placeholder (``q{j}``), bound with the vectors.
+
+    Example:
+        >>> from pglogic.engine.compile import compile_query
+        >>> from pglogic.store.corpus import Corpus
+        >>> from pglogic.query import parse
+        >>> c = Corpus(1, "n", "corpus_1", "m", 2, "cosine", "embedding", None, None, "english")
+        >>> lexical_params(compile_query(parse('"a" AND NOT match:"b c"'), c))
+        {'q0': 'b c'}
+    """
+    return {f"{compiled.param_prefix}q{j}": t for j, t in enumerate(compiled.lexical)}
+
+
 #: The parameters of the statement ``pglogic.search(corpus, query)`` (SQL) runs, by the compiled
 #: query's placeholder names (without ``param_prefix``): term vector ``v{i}`` is ``$1[i+1]``, the
-#: filters' parameters are ``$6[1]``, ``$6[2]``, ... in the order the compiler makes them.
-FUNCTION_PARAMETERS: dict[str, str] = {GUIDE: "$2", "depth": "$3", GUIDE_DEPTH: "$4", "k": "$5"}
+#: filters' parameters are ``$6[1]``, ``$6[2]``, ... in the order the compiler makes them, the
+#: text search configuration of the lexical index is ``$7`` and lexical term ``q{j}`` ``$8[j+1]``.
+FUNCTION_PARAMETERS: dict[str, str] = {
+    GUIDE: "$2",
+    "depth": "$3",
+    GUIDE_DEPTH: "$4",
+    "k": "$5",
+    TEXT_CONFIG: "$7",
+}
 
 
 def function_statement(compiled: CompiledQuery) -> tuple[str, list[Any]]:
@@ -269,6 +292,7 @@ def function_statement(compiled: CompiledQuery) -> tuple[str, list[Any]]:
     pre = compiled.param_prefix
     fixed = {pre + name: slot for name, slot in FUNCTION_PARAMETERS.items()}
     fixed.update({f"{pre}v{i}": f"$1[{i + 1}]" for i in range(len(compiled.terms))})
+    fixed.update({f"{pre}q{j}": f"$8[{j + 1}]" for j in range(len(compiled.lexical))})
     filters = [n for n in compiled.params if n not in fixed and n != pre + RERANK_DEPTH]
     fixed.update({name: f"$6[{j + 1}]" for j, name in enumerate(filters)})
 
@@ -294,6 +318,8 @@ def json_tree(node: Node, vectors: Mapping[str, npt.ArrayLike] | None = None) ->
         {'op': 'and', 'args': [{'term': 'a'}, {'op': 'not', 'arg': {'term': 'b'}}]}
         >>> json_tree(parse('"a"'), {"a": [0.5, 0.25]})
         {'term': 'a', 'vector': [0.5, 0.25]}
+        >>> json_tree(parse('NOT match:"Basel III"'))
+        {'op': 'not', 'arg': {'match': 'Basel III'}}
     """
     if isinstance(node, Term):
         out: dict[str, Any] = {"term": node.text}
@@ -303,6 +329,8 @@ def json_tree(node: Node, vectors: Mapping[str, npt.ArrayLike] | None = None) ->
             arr = np.asarray(vectors[node.text], dtype=np.float32).ravel()
             out["vector"] = [float(x) for x in arr]
         return out
+    if isinstance(node, Match):
+        return {"match": node.text}
     if isinstance(node, Not):
         return {"op": "not", "arg": json_tree(node.child, vectors)}
     op = "and" if isinstance(node, And) else "or"
@@ -360,8 +388,14 @@ def search_json(
         )
     operators = opts.operators if isinstance(opts.operators, str) else opts.operators.spec
     guide: bool | list[float] = opts.guide
-    if vectors is not None and opts.truth.strip().lower() != "calibrated" and _guided(node, opts):
-        vector = guide_vector(node, vectors, operators, opts.truth)
+    semantic = semantic_part(node)
+    if (
+        vectors is not None
+        and semantic is not None
+        and opts.truth.strip().lower() != "calibrated"
+        and _guided(node, opts)
+    ):
+        vector = guide_vector(semantic, vectors, operators, opts.truth)
         guide = [float(x) for x in vector]
     out: dict[str, Any] = {
         "tree": json_tree(node, vectors),
@@ -377,6 +411,8 @@ def search_json(
         "filters": [filter_json(f) for f in opts.filters],
         "and_text": opts.and_text,
     }
+    if matches(node):
+        out["lexical"] = opts.lexical
     phrases = and_texts(node) if opts.and_text > 0 and not isinstance(node, Term) else []
     if vectors is not None and phrases:  # the AND texts' vectors (pglogic.engine.conjunction)
         out["vectors"] = {
