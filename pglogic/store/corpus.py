@@ -33,10 +33,11 @@ from pglogic.store import citus, indexes
 from pglogic.store.db import Connection, require_schema
 from pglogic.store.indexes import IndexProgress as IndexProgress
 from pglogic.store.indexes import Maintenance, Progress, check_hnsw
+from pglogic.store.lexical import DEFAULT_TEXT_CONFIG, add_lexical_index
 
 _SELECT = sql.SQL(
     "SELECT c.id, c.name, c.table_name, e.model, e.dim, e.distance, e.column_name, "
-    "e.index_name, e.index_params FROM pglogic.corpora c "
+    "e.index_name, e.index_params, c.lexical_config FROM pglogic.corpora c "
     "JOIN pglogic.embeddings e ON e.corpus_id = c.id AND e.is_active "
 )
 
@@ -72,6 +73,7 @@ def create_corpus(
     distributed: bool = False,
     shards: int | None = None,
     description: str = "",
+    lexical: str | None = DEFAULT_TEXT_CONFIG,
 ) -> Corpus:
     """Create corpus ``name`` for vectors of ``dim`` dimensions made by ``model``; commit.
 
@@ -79,6 +81,8 @@ def create_corpus(
     ``distributed`` makes it a Citus distributed table of ``shards`` shards (default: two per
     worker; :func:`pglogic.store.citus.distribute_table`), in the same transaction; refused with
     :class:`~pglogic.errors.DatabaseUnavailable` on a server without Citus.
+    ``lexical`` is the text search configuration of its lexical index (``match:`` terms,
+    :mod:`pglogic.store.lexical`); None makes the corpus without one.
 
     Example:
         >>> create_corpus(conn, "news", model="all-MiniLM-L6-v2", dim=384).table_name  # doctest: +SKIP
@@ -151,7 +155,9 @@ def create_corpus(
             " is_active) VALUES (%s, %s, %s, %s, 'embedding', true)",
             (corpus_id, model, dim, distance),
         )
-        if distributed:
+        if lexical is not None:  # on an empty table: no rewrite, no wait
+            add_lexical_index(conn, _new_corpus(corpus_id, name, table_name), lexical)
+        if distributed:  # (the shards get the lexical column and its index too)
             assert shards is not None
             new = _new_corpus(corpus_id, name, table_name)
             citus.distribute_table(conn, new, shards=shards)
