@@ -39,7 +39,6 @@ import gzip
 import json
 import re
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -50,8 +49,8 @@ from typing import Any
 import numpy as np
 import psycopg
 from benchlib import (
-    REUTERS,
     RESULTS_DIR,
+    REUTERS,
     cpu_busy,
     drop_database,
     fresh_database,
@@ -142,7 +141,9 @@ class Vocabulary:
         ids = np.searchsorted(self.cdf, rng.random(int(lens.sum())), side="right")
         words = self.words[ids]
         ends = np.cumsum(lens)
-        return [" ".join(words[e - m : e]) for e, m in zip(ends.tolist(), lens.tolist(), strict=True)]
+        return [
+            " ".join(words[e - m : e]) for e, m in zip(ends.tolist(), lens.tolist(), strict=True)
+        ]
 
     def expected_df(self, rows: int) -> np.ndarray:
         """Each word's expected document frequency in ``rows`` documents (before stemming)."""
@@ -243,8 +244,10 @@ def cmd_load(args: argparse.Namespace) -> None:
         info["table_mib_with_lexical"] = table_mib(conn, f"pglogic.{corpus.table_name}")
         info["gin_mib"] = relation_mib(conn, f"pglogic.{index_name(corpus)}")
         row = conn.execute(
-            sql.SQL("SELECT avg(pg_column_size(tsv)), avg(pg_column_size(text)),"
-                    " avg(length(tsv)) FROM {}").format(corpus.table)  # fmt: skip
+            sql.SQL(
+                "SELECT avg(pg_column_size(tsv)), avg(pg_column_size(text)),"
+                " avg(length(tsv)) FROM {}"
+            ).format(corpus.table)
         ).fetchone()
         assert row is not None
         info["avg_tsv_bytes"], info["avg_text_bytes"] = round(float(row[0])), round(float(row[1]))
@@ -273,7 +276,9 @@ def build_bm25(conn: Connection, corpus: Corpus) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_search")
-        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_search'").fetchone()
+        row = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_search'"
+        ).fetchone()
         out["version"] = row[0] if row else None
         name = f"{corpus.table_name}_bm25"
         out["index"] = (
@@ -296,13 +301,652 @@ def build_bm25(conn: Connection, corpus: Corpus) -> dict[str, Any]:
     return out
 
 
+# -- measurements -------------------------------------------------------------------------------
+
+
+def query_vectors(seed: int, n: int, salt: int) -> list[np.ndarray]:
+    """``n`` query vectors near the cluster centres of the loaded data (``make_dataset`` draws
+    its topics and centres first: a one-row isotropic dataset of the same seed has the same)."""
+    centres = make_dataset(1, seed, kind="isotropic")
+    return [q["t1"] for q in make_queries(centres, n, 1, seed + salt)]
+
+
+def document_frequency(conn: Connection, corpus: Corpus, text: str) -> int:
+    """How many documents match ``text`` (its words as a phrase), by the GIN index."""
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE tsv @@ phraseto_tsquery(%s::regconfig, %s)").format(
+            corpus.table
+        ),
+        (TEXT_CONFIG, text),
+    ).fetchone()
+    conn.rollback()
+    return int(row[0]) if row else 0
+
+
+def pick_terms(conn: Connection, corpus: Corpus, vocab: Vocabulary, rows: int, per_level: int,
+               seed: int) -> dict[str, list[tuple[str, int]]]:  # fmt: skip
+    """Per level: ``per_level`` words whose measured document frequency is within a factor 1.4
+    of it (candidates by their expected frequency), and phrases of two words of the top level."""
+    from pglogic.store.lexical import lexical_problems
+
+    expected = vocab.expected_df(rows)
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[tuple[str, int]]] = {}
+    for level in LEVELS:
+        ranks = np.flatnonzero((expected > level / 1.2) & (expected < level * 1.2))
+        rng.shuffle(ranks)
+        chosen: list[tuple[str, int]] = []
+        for r in ranks[: 8 * per_level].tolist():
+            word = str(vocab.words[r])
+            if lexical_problems(conn, TEXT_CONFIG, [word]):
+                conn.rollback()
+                continue
+            df = document_frequency(conn, corpus, word)
+            if level / 1.4 <= df <= level * 1.4 and all(df != d or w != word for w, d in chosen):
+                chosen.append((word, df))
+            if len(chosen) == per_level:
+                break
+        out[str(level)] = chosen
+        log(f"level {level}: {chosen}")
+    top = [w for w, _ in out[str(LEVELS[-1])]]
+    phrases = [(f"{a} {b}", 0) for a, b in zip(top, top[1:] + top[:1], strict=True)]
+    out["phrase"] = [(p, document_frequency(conn, corpus, p)) for p, _ in phrases]
+    log(f"phrases: {out['phrase']}")
+    return out
+
+
+def cte_of(compiled: CompiledQuery, name: str) -> str:
+    """``WITH <CTE name> SELECT count(*)``: the compiled statement's scan ``name`` alone."""
+    text = compiled.text
+    head = f'"{name}" AS MATERIALIZED ('
+    if head not in text:
+        head = f"{name} AS MATERIALIZED ("
+    start = text.index(head)
+    depth, end = 0, text.index("(", start)
+    for end in range(end, len(text)):  # noqa: B020 - the scan goes on from the first "("
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        if depth == 0:
+            break
+    return f'WITH {text[start : end + 1]} SELECT count(*) FROM "{name}"'
+
+
+def run_text(conn: Connection, compiled: CompiledQuery, text: str, params: dict[str, Any]) -> Any:
+    """Run ``text`` with the compiled query's settings, as ``search.execute`` does."""
+    from pglogic.engine.compile import set_local
+
+    with conn.pipeline(), conn.transaction():
+        for stmt in set_local(compiled.settings):
+            conn.execute(stmt)
+        cur = conn.execute(text.encode(), params)
+        rows = cur.fetchall()
+    return rows
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def explain(conn: Connection, compiled: CompiledQuery, text: str, params: dict[str, Any]
+            ) -> dict[str, Any]:  # fmt: skip
+    """EXPLAIN (ANALYZE, BUFFERS) of ``text``: time, buffers, and what the scans read."""
+    rows = run_text(conn, compiled, "EXPLAIN (ANALYZE, BUFFERS, VERBOSE, FORMAT JSON) " + text,
+                    params)  # fmt: skip
+    doc = rows[0][0]
+    doc = doc[0] if isinstance(doc, list) else doc
+    plan = doc["Plan"]
+    out: dict[str, Any] = {
+        "execution_ms": round(doc["Execution Time"], 3),
+        "planning_ms": round(doc["Planning Time"], 3),
+        "shared_hit": plan.get("Shared Hit Blocks", 0),
+        "shared_read": plan.get("Shared Read Blocks", 0),
+    }
+    nodes = []
+    for node in plan_nodes(plan):
+        kind = node["Node Type"]
+        buffers = node.get("Shared Hit Blocks", 0) + node.get("Shared Read Blocks", 0)
+        removed = node.get("Rows Removed by Index Recheck", 0) + node.get(
+            "Rows Removed by Filter", 0
+        )
+        nodes.append([kind, node.get("Actual Rows"), removed, buffers])
+        if kind == "Bitmap Index Scan":
+            out["gin_rows"] = out.get("gin_rows", 0) + node["Actual Rows"]
+            out["gin_buffers"] = buffers
+        elif kind in ("Bitmap Heap Scan", "Seq Scan", "Parallel Seq Scan"):
+            out["scan"] = kind
+            out["heap_rows"] = out.get("heap_rows", 0) + node["Actual Rows"]
+            out["heap_blocks_exact"] = node.get("Exact Heap Blocks", 0)
+            out["heap_blocks_lossy"] = node.get("Lossy Heap Blocks", 0)
+            out["removed"] = removed
+            out["heap_buffers"] = buffers
+        elif kind == "Index Scan" and "hnsw" in node.get("Index Name", ""):
+            out["scan"] = "HNSW"
+            out["hnsw_rows"] = out.get("hnsw_rows", 0) + node["Actual Rows"]
+            out["hnsw_buffers"] = buffers
+        elif kind == "Sort":
+            out["sort"] = node.get("Sort Method")
+    out["nodes"] = nodes
+    return out
+
+
+#: The query shapes: name -> (lexical text, semantic text); ``t`` is the term of the level.
+SHAPES = {
+    "t alone": ("match:{t}", '"b"'),
+    '"a" AND t': ('"a" AND match:{t}', '"a" AND "b"'),
+    '"a" AND NOT t': ('"a" AND NOT match:{t}', '"a" AND NOT "b"'),
+    '"a" OR t': ('"a" OR match:{t}', '"a" OR "b"'),
+}
+
+
+def quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cmd_measure(args: argparse.Namespace) -> None:
+    """Latency of lexical vs semantic candidates per document frequency; EXPLAIN; pg_search."""
+    base = base_dsn(args)
+    data = load_json()
+    data.setdefault("machine", machine(base))
+    dsn = make_conninfo(base, dbname=db_name(args.rows))
+    vocab = Vocabulary(args.vocab, args.seed)
+    va = query_vectors(args.seed, args.queries, 101)
+    vb = query_vectors(args.seed, args.queries, 202)
+    out: dict[str, Any] = {
+        "queries": args.queries,
+        "k": 10,
+        "cpu_busy_before": round(cpu_busy(), 3),
+    }
+    data["measure"] = out
+    with connect(dsn) as conn:
+        corpus = get_corpus(conn, CORPUS)
+        conn.rollback()
+        terms = pick_terms(conn, corpus, vocab, args.rows, args.terms_per_level, args.seed)
+        out["terms"] = terms
+        opts = SearchOptions(k=10)
+        compiled: dict[tuple[str, str], CompiledQuery] = {}
+        for shape, (lex, sem) in SHAPES.items():
+            compiled[(shape, "lexical")] = compile_query(parse(lex.format(t='"w"')), corpus, opts)
+            compiled[(shape, "semantic")] = compile_query(parse(sem), corpus, opts)
+        out["depths"] = {f"{s} / {kind}": {k: v for k, v in c.params.items() if "depth" in k}
+                         for (s, kind), c in compiled.items()}  # fmt: skip
+        out["settings"] = {f"{s} / {kind}": c.settings for (s, kind), c in compiled.items()}
+        # the scans alone: the lexical x0 and the semantic c0 of "a" AND t (same statement), the
+        # x0 of match:t alone, and the c0 of "b" alone
+        scans = {
+            "x0 of match:t": (compiled[("t alone", "lexical")], "x0"),
+            'x0 of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "x0"),
+            'c0 ("a", HNSW) of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "c0"),
+            'sims of "b" alone (HNSW, k)': (compiled[("t alone", "semantic")], "sims"),
+        }
+        levels = [str(x) for x in LEVELS] + ["phrase"]
+        results: list[dict[str, Any]] = []
+        out["latency"] = results
+        plans: list[dict[str, Any]] = []
+        out["explain"] = plans
+
+        def vectors(i: int) -> dict[str, np.ndarray]:
+            return phrase_vectors(["a and b"], {"a": va[i], "b": vb[i]})
+
+        for level in levels:
+            words = [w for w, _ in terms[level]]
+            if not words:
+                continue
+            log(f"level {level}: {len(words)} terms")
+            jobs: dict[str, Callable[[int], Any]] = {}
+            for shape in SHAPES:
+                for kind in ("lexical", "semantic"):
+                    if kind == "semantic" and level != levels[0]:
+                        continue  # the semantic side does not depend on the level
+                    lex, sem = SHAPES[shape]
+
+                    def job(i: int, lex: str = lex, sem: str = sem, kind: str = kind,
+                            words: list[str] = words) -> Any:  # fmt: skip
+                        # compiled per query as search() does (a cached shape: microseconds)
+                        text = (
+                            lex.format(t=quoted(words[i % len(words)]))
+                            if kind == "lexical"
+                            else sem
+                        )
+                        return execute(conn, compile_query(parse(text), corpus, opts), vectors(i))
+
+                    jobs[f"{shape} / {kind}"] = job
+            for label, (c, name) in scans.items():
+                if not c.lexical and level != levels[0]:
+                    continue
+                text = cte_of(c, name)
+
+                def scan(i: int, c: CompiledQuery = c, text: str = text,
+                         words: list[str] = words) -> Any:  # fmt: skip
+                    params = c.with_vectors(vectors(i))
+                    if c.lexical:
+                        params = {**params, "q0": words[i % len(words)]}
+                    return run_text(conn, c, text, params)
+
+                jobs[f"scan: {label}"] = scan
+            timed = time_jobs(jobs, args.queries, len(words))
+            for label, secs in timed.items():
+                results.append({"level": level, "what": label, **summary_ms(secs)})
+                log(f"  {label}: {summary_ms(secs)}")
+            for i in range(min(3, len(words))):
+                for label, (c, name) in scans.items():
+                    if not c.lexical and (level != levels[0] or i > 0):
+                        continue
+                    params = c.with_vectors(vectors(i))
+                    if c.lexical:
+                        params = {**params, "q0": words[i]}
+                    plans.append({"level": level, "term": words[i] if c.lexical else None,
+                                  "what": label, **explain(conn, c, cte_of(c, name), params)})  # fmt: skip
+                    if i == 0 and label.startswith('x0 of "a"'):
+                        rows = run_text(conn, c, "EXPLAIN (ANALYZE, BUFFERS, VERBOSE) "
+                                        + cte_of(c, name), params)  # fmt: skip
+                        out.setdefault("plan_text", {})[level] = [r[0] for r in rows]
+            save(data)
+        out["bm25_vs_tsvector"] = bm25_vs_tsvector(conn, corpus, terms, levels, args.queries)
+        save(data)
+
+
+def time_jobs(jobs: dict[str, Callable[[int], Any]], n: int, warm: int) -> dict[str, list[float]]:
+    """Run every job ``warm`` times (warm-up), then ``n`` times each, in rotating order per
+    query; the seconds of each timed run."""
+    names = list(jobs)
+    for i in range(warm):
+        for name in names:
+            jobs[name](i)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(n):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = time.perf_counter()
+            jobs[name](i)
+            out[name].append(time.perf_counter() - t0)
+    return out
+
+
+def bm25_vs_tsvector(conn: Connection, corpus: Corpus, terms: dict[str, list[tuple[str, int]]],
+                     levels: Sequence[str], n: int, depth: int = 100) -> dict[str, Any]:  # fmt: skip
+    """Top-``depth`` candidates of a word: BM25 (pg_search) vs ``@@`` + ``ts_rank_cd`` (GIN)."""
+    conn.autocommit = True
+    has = conn.execute(
+        "SELECT 1 FROM pg_indexes WHERE schemaname = 'pglogic' AND indexname = %s",
+        (f"{corpus.table_name}_bm25",),
+    ).fetchone()
+    out: dict[str, Any] = {"depth": depth, "rows": []}
+    tsv_sql = sql.SQL(
+        "SELECT id FROM {t} WHERE tsv @@ phraseto_tsquery(%(c)s::regconfig, %(q)s)"
+        " ORDER BY ts_rank_cd(tsv, phraseto_tsquery(%(c)s::regconfig, %(q)s), 32) DESC, id"
+        " LIMIT %(d)s"
+    ).format(t=corpus.table)
+    # a word: match (|||); a phrase: the phrase operator (###)
+    bm25_word = sql.SQL(
+        "SELECT id, pdb.score(id) FROM {t} WHERE text ||| %(q)s ORDER BY pdb.score(id) DESC"
+        " LIMIT %(d)s"
+    ).format(t=corpus.table)
+    bm25_phrase = sql.SQL(
+        "SELECT id, pdb.score(id) FROM {t} WHERE text ### %(q)s ORDER BY pdb.score(id) DESC"
+        " LIMIT %(d)s"
+    ).format(t=corpus.table)
+    out["tsvector_sql"] = tsv_sql.as_string(conn)
+    out["bm25_sql"] = bm25_word.as_string(conn)
+    out["bm25_phrase_sql"] = bm25_phrase.as_string(conn)
+    if not has:
+        out["error"] = "no bm25 index (see load.bm25)"
+        conn.autocommit = False
+        return out
+    for level in levels:
+        words = [w for w, _ in terms[level]]
+        if not words:
+            continue
+        bm = bm25_phrase if level == "phrase" else bm25_word
+        jobs: dict[str, Callable[[int], Any]] = {
+            "tsvector": lambda i, ws=words: conn.execute(
+                tsv_sql, {"c": TEXT_CONFIG, "q": ws[i % len(ws)], "d": depth}
+            ).fetchall(),
+            "bm25": lambda i, bm=bm, ws=words: conn.execute(
+                bm, {"q": ws[i % len(ws)], "d": depth}
+            ).fetchall(),
+        }
+        timed = time_jobs(jobs, n, len(words))
+        overlap = []
+        for w in words:
+            a = {r[0] for r in conn.execute(tsv_sql, {"c": TEXT_CONFIG, "q": w, "d": depth})}
+            b = {r[0] for r in conn.execute(bm, {"q": w, "d": depth})}
+            overlap.append(len(a & b) / max(1, min(len(a), len(b))))
+        row = {"level": level, **{f"{k}_{m}": v for k, secs in timed.items()
+                                  for m, v in summary_ms(secs).items()},
+               "top_overlap": round(statistics.fmean(overlap), 3)}  # fmt: skip
+        out["rows"].append(row)
+        log(f"  bm25 vs tsvector {level}: {row}")
+    conn.autocommit = False
+    return out
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    """Rows/s of ``ingest_records`` (vectors given, default batch) into a corpus with and
+    without the lexical column, alternating, twice each; and adding the column afterwards."""
+    from pglogic.store.corpus import drop_corpus
+
+    base = base_dsn(args)
+    data = load_json()
+    data.setdefault("machine", machine(base))
+    n = args.ingest_rows
+    vocab = Vocabulary(args.vocab, args.seed)
+    ds = make_dataset(n, args.seed + 1, kind="isotropic")
+    recs = list(records(vocab, ds.vectors, ds.labels, args.seed + 1, prefix="ing"))
+    out: dict[str, Any] = {"rows": n, "runs": []}
+    data["ingest"] = out
+    name = "bench_lexical_ingest"
+    dsn = fresh_database(base, name)
+    try:
+        with connect(dsn) as conn:
+            for r in range(args.ingest_rounds):
+                order = ["without", "with"] if r % 2 == 0 else ["with", "without"]
+                for variant in order:
+                    busy = cpu_busy()
+                    corpus = create_corpus(conn, f"{variant}{r}", model="synthetic", dim=DIM,
+                                           lexical=TEXT_CONFIG if variant == "with" else None)  # fmt: skip
+                    t0 = time.perf_counter()
+                    stats = ingest_records(conn, corpus, recs, embedder=None)
+                    secs = time.perf_counter() - t0
+                    conn.commit()
+                    run = {"round": r, "lexical": variant, "s": round(secs, 1),
+                           "rows_per_s": round(n / secs), "inserted": stats.inserted,
+                           "table_mib": table_mib(conn, f"pglogic.{corpus.table_name}"),
+                           "cpu_busy_before": round(busy, 3)}  # fmt: skip
+                    conn.rollback()
+                    if variant == "without" and r == 0:  # the other path: add the column later
+                        t0 = time.perf_counter()
+                        add_lexical_index(conn, corpus, TEXT_CONFIG)
+                        run["add_lexical_after_s"] = round(time.perf_counter() - t0, 1)
+                    out["runs"].append(run)
+                    log(f"ingest {run}")
+                    drop_corpus(conn, corpus.name)
+                    conn.commit()
+                    save(data)
+    finally:
+        drop_database(base, name)
+    for variant in ("without", "with"):
+        rates = [x["rows_per_s"] for x in out["runs"] if x["lexical"] == variant]
+        out[f"median_rows_per_s_{variant}"] = round(statistics.median(rates))
+    save(data)
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
+#: The findings, written after the run (rendered under "What this means").
+FINDINGS = ""
+
+
+def _ms(row: dict[str, Any] | None) -> str:
+    return f"{row['p50_ms']:.3g} / {row['p95_ms']:.3g}" if row else ""
+
+
+def _level_name(level: str) -> str:
+    return "phrase (2 top-level words)" if level == "phrase" else f"~{int(level):,}"
+
+
 def markdown(data: dict[str, Any]) -> str:
-    return "# Lexical terms at scale (`bench/lexical_latency.py`)\n\n(in progress)\n" + json.dumps(
-        data.get("load", {}), indent=1
-    )
+    """The results as Markdown."""
+    out = ["# Lexical terms at scale (`bench/lexical_latency.py`)", ""]
+    if "machine" in data:
+        out += [machine_md(data["machine"]), ""]
+    load = data.get("load", {})
+    meas = data.get("measure", {})
+    if FINDINGS:
+        out += ["## What this means", "", FINDINGS.strip(), ""]
+    if load:
+        out += [
+            "## Data and build",
+            "",
+            f"{load['rows']:,} documents: synthetic 384-d vectors (`query.make_dataset`, manifold "
+            f"clusters) and synthetic texts: words drawn from a Zipf law p(r) ~ 1/(r + {ZIPF_Q}) over "
+            f"{load['vocab']:,} words (the Reuters-21578 words by their Reuters frequency, then "
+            "compounds of two Reuters words as the rare tail), lengths drawn from Reuters' "
+            f"(mean 123 words); {load.get('avg_lexemes_per_doc', '?')} distinct lexemes per "
+            f"document (`english`), text {load.get('avg_text_bytes', '?')} B, tsvector "
+            f"{load.get('avg_tsv_bytes', '?')} B per row on average. CPU busy (other helpers' "
+            f"jobs) before the load: {load.get('cpu_busy_before', 0):.0%}, before HNSW: "
+            f"{load.get('cpu_busy_before_hnsw', 0):.0%}.",
+            "",
+        ]
+        bm = load.get("bm25", {})
+        rows = [
+            [
+                "load (binary COPY, no lexical column)",
+                load.get("load_s"),
+                "",
+                f"table {load.get('table_mib_without_lexical')} MiB",
+            ],
+            [
+                "lexical column (ALTER TABLE ... GENERATED STORED: table rewrite)",
+                load.get("lexical_column_s"),
+                "",
+                f"table {load.get('table_mib_with_lexical')} MiB",
+            ],
+            ["GIN index on tsv", load.get("gin_build_s"), load.get("gin_mib"), ""],
+            [f"HNSW ({load.get('hnsw')})", load.get("hnsw_build_s"), load.get("hnsw_mib"), ""],
+        ]
+        if "error" in bm:
+            rows.append(["pg_search bm25 index", "", "", f"failed: {bm['error']}"])
+        elif bm:
+            rows.append(
+                [
+                    f"pg_search {bm.get('version')} bm25 index on (id, text), English "
+                    "stemmer + stop words",
+                    bm.get("build_s"),
+                    bm.get("mib"),
+                    f"CPU busy before {bm.get('cpu_busy_before', 0):.0%}",
+                ]
+            )
+        out += [md_table(["step", "s", "index MiB", "note"], rows), ""]
+    if meas:
+        terms = meas["terms"]
+        out += [
+            "## Query terms by document frequency",
+            "",
+            md_table(
+                ["level", "terms (measured document frequency)"],
+                [
+                    [_level_name(lv), ", ".join(f"{w} ({df:,})" for w, df in ts)]
+                    for lv, ts in terms.items()
+                    if ts
+                ],
+            ),
+            "",
+        ]
+        lat = meas.get("latency", [])
+        levels = [lv for lv in terms if terms[lv]]
+
+        def find(level: str, what: str) -> dict[str, Any] | None:
+            return next((r for r in lat if r["level"] == level and r["what"] == what), None)
+
+        first = levels[0] if levels else ""
+        out += [
+            f"## Latency (p50 / p95 ms over {meas['queries']} warm queries, k = 10)",
+            "",
+            "The scans alone (each compiled CTE run as `WITH <cte> SELECT count(*)`): the "
+            "lexical term's `x0` (GIN index, its matches ranked by `ts_rank_cd`, top depth), in "
+            '`match:t` (depth 100) and in `"a" AND match:t` (depth 142, also computing `"a"`\'s '
+            "cosine similarity per row), against the HNSW scans of the same statements.",
+            "",
+            md_table(
+                [
+                    "t's document frequency",
+                    "x0 of match:t",
+                    'x0 of "a" AND match:t',
+                    'HNSW c0 of "a" AND match:t (depth 142)',
+                    'HNSW "b" alone (k = 10)',
+                ],
+                [
+                    [
+                        _level_name(lv),
+                        _ms(find(lv, "scan: x0 of match:t")),
+                        _ms(find(lv, 'scan: x0 of "a" AND match:t')),
+                        _ms(find(lv, 'scan: c0 ("a", HNSW) of "a" AND match:t')),
+                        _ms(find(first, 'scan: sims of "b" alone (HNSW, k)')),
+                    ]
+                    for lv in levels
+                ],
+            ),
+            "",
+            "Whole statements (`compile_query` + `search.execute`, compiled per query as "
+            '`search()` does): the semantic column has `"b"` in place of `match:t`.',
+            "",
+            md_table(
+                ["shape", 'semantic ("b")', *(_level_name(lv) for lv in levels)],
+                [
+                    [
+                        shape,
+                        _ms(find(first, f"{shape} / semantic")),
+                        *(_ms(find(lv, f"{shape} / lexical")) for lv in levels),
+                    ]
+                    for shape in SHAPES
+                ],
+            ),
+            "",
+        ]
+        plans = meas.get("explain", [])
+        if plans:
+            rows = []
+            for label in ("x0 of match:t", 'x0 of "a" AND match:t'):
+                for lv in levels:
+                    ps = [p for p in plans if p["level"] == lv and p["what"] == label]
+                    if not ps:
+                        continue
+                    med = lambda key, ps=ps: statistics.median(p.get(key, 0) for p in ps)  # noqa: E731
+                    rows.append([label, _level_name(lv), ps[0].get("scan", ""), med("gin_rows"),
+                                 med("heap_rows"), med("removed"), med("heap_blocks_exact"),
+                                 med("heap_blocks_lossy"), med("shared_hit") + med("shared_read"),
+                                 ps[0].get("sort", ""), med("execution_ms")])  # fmt: skip
+            for p in plans:
+                if p.get("scan") == "HNSW" and p["level"] == first:
+                    rows.append(
+                        [
+                            p["what"],
+                            "",
+                            "HNSW",
+                            "",
+                            p.get("hnsw_rows"),
+                            "",
+                            "",
+                            "",
+                            p["shared_hit"] + p["shared_read"],
+                            "",
+                            p["execution_ms"],
+                        ]
+                    )
+            out += [
+                "## What the scans read (EXPLAIN (ANALYZE, BUFFERS), median over the first 3 "
+                "terms of each level)",
+                "",
+                md_table(
+                    [
+                        "scan",
+                        "level",
+                        "plan",
+                        "GIN rows",
+                        "heap rows",
+                        "rechecked away",
+                        "heap blocks exact",
+                        "lossy",
+                        "buffers (8 KiB)",
+                        "sort",
+                        "ms",
+                    ],
+                    rows,
+                ),
+                "",
+            ]
+        bv = meas.get("bm25_vs_tsvector")
+        if bv:
+            out += [
+                f"## pg_search (BM25) vs built-in full text: top {bv['depth']} candidates of a "
+                "term (p50 / p95 ms)",
+                "",
+                f"- built-in: `{bv['tsvector_sql']}`",
+                f"- pg_search: `{bv['bm25_sql']}` (a phrase: `{bv['bm25_phrase_sql']}`)",
+                "",
+            ]
+            if "error" in bv:
+                out += [f"Not measured: {bv['error']}.", ""]
+            else:
+                out += [
+                    md_table(
+                        [
+                            "t's document frequency",
+                            "tsvector + GIN, ts_rank_cd",
+                            "pg_search BM25",
+                            "top overlap",
+                        ],
+                        [
+                            [
+                                _level_name(r["level"]),
+                                f"{r['tsvector_p50_ms']:.3g} / {r['tsvector_p95_ms']:.3g}",
+                                f"{r['bm25_p50_ms']:.3g} / {r['bm25_p95_ms']:.3g}",
+                                r["top_overlap"],
+                            ]
+                            for r in bv["rows"]
+                        ],
+                    ),
+                    "",
+                    "top overlap: the share of the smaller top list found in the other (the two "
+                    "rankings differ: ts_rank_cd counts cover density, BM25 weighs term "
+                    "frequency by document length; ties are broken differently).",
+                    "",
+                ]
+    ing = data.get("ingest")
+    if ing:
+        out += [
+            f"## Ingest cost: {ing['rows']:,} documents through `ingest_records` (vectors given)",
+            "",
+            md_table(
+                [
+                    "round",
+                    "lexical column",
+                    "s",
+                    "rows/s",
+                    "table MiB",
+                    "CPU busy before",
+                    "adding the column afterwards s",
+                ],
+                [
+                    [
+                        r["round"],
+                        r["lexical"],
+                        r["s"],
+                        r["rows_per_s"],
+                        r["table_mib"],
+                        f"{r['cpu_busy_before']:.0%}",
+                        r.get("add_lexical_after_s", ""),
+                    ]
+                    for r in ing["runs"]
+                ],
+            ),
+            "",
+        ]
+        if "median_rows_per_s_with" in ing:
+            w, wo = ing["median_rows_per_s_with"], ing["median_rows_per_s_without"]
+            out += [
+                f"Median: {wo:,} rows/s without the lexical column, {w:,} with it ({w / wo:.2f}×).",
+                "",
+            ]
+    if meas.get("plan_text"):
+        out += [
+            "## Plans",
+            "",
+            'EXPLAIN (ANALYZE, BUFFERS, VERBOSE) of `x0` in `"a" AND match:t`, '
+            "first term of each level:",
+            "",
+        ]
+        for lv, lines in meas["plan_text"].items():
+            out += [f"{_level_name(lv)}:", "", "```", *lines, "```", ""]
+    return "\n".join(out)
+
+
+def cmd_render(args: argparse.Namespace) -> None:
+    """Rewrite the Markdown from the JSON."""
+    save(load_json())
 
 
 def main() -> None:
@@ -314,13 +958,16 @@ def main() -> None:
     ap.add_argument("--home", default=str(DEFAULT_HOME))
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--maintenance-work-mem", default="3GB")
-    ap.add_argument("--queries", type=int, default=60, help="queries per (level, shape)")
+    ap.add_argument("--queries", type=int, default=50, help="queries per (level, shape)")
     ap.add_argument("--terms-per-level", type=int, default=10)
     ap.add_argument("--ingest-rows", type=int, default=100_000)
+    ap.add_argument("--ingest-rounds", type=int, default=2)
     ap.add_argument("--results", default=NAME, help="bench/results/<name>.{json,md}")
     args = ap.parse_args()
     RESULTS[0] = args.results
-    {"load": cmd_load}[args.step](args)
+    {"load": cmd_load, "measure": cmd_measure, "ingest": cmd_ingest, "render": cmd_render}[
+        args.step
+    ](args)
 
 
 if __name__ == "__main__":
