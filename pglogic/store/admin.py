@@ -39,7 +39,7 @@ from psycopg.pq import TransactionStatus
 from pglogic.embed.base import Embedder
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import EmbeddingError, InvalidInput
-from pglogic.store import indexes
+from pglogic.store import citus, indexes
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, get_corpus
 from pglogic.store.db import Connection
 from pglogic.store.indexes import AdminError as AdminError
@@ -262,11 +262,13 @@ def add_embedding(
                     c.table, sql.Identifier(column), sql.Literal(dim)
                 )
             )
-            conn.execute(
-                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN").format(
-                    c.table, sql.Identifier(column)
+            distributed = citus.distribution(conn, c) is not None
+            if not distributed:  # Citus refuses it: set on each shard below
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN").format(
+                        c.table, sql.Identifier(column)
+                    )
                 )
-            )
             conn.execute(
                 "INSERT INTO pglogic.embeddings (corpus_id, model, dim, distance, column_name,"
                 " is_active) VALUES (%s, %s, %s, 'cosine', %s, false)",
@@ -275,6 +277,8 @@ def add_embedding(
     except pgerrors.LockNotAvailable as exc:
         assert c is not None
         raise _lock_error(c, lock_timeout) from exc
+    if distributed:
+        citus.set_storage_main(conn, c, column)
     return get_embedding(conn, name, model)
 
 

@@ -257,6 +257,36 @@ def distribute_table(conn: Connection, corpus: Corpus, *, shards: int) -> None:
     conn.execute("SELECT truncate_local_data_after_distributing_table(%s::regclass)", (regclass,))
 
 
+def set_storage_main(conn: Connection, corpus: Corpus, column: str) -> None:
+    """``SET STORAGE MAIN`` for a column of a distributed table, on every shard and on the
+    coordinator's table (run it after the column's ``ADD COLUMN`` committed).
+
+    Citus refuses ``ALTER COLUMN ... SET STORAGE`` on a distributed table and drops the
+    ``STORAGE`` clause of ``ADD COLUMN`` when it forwards it, so each shard gets it with
+    ``run_command_on_shards``; commits first. (Rows up to ``toast_tuple_target`` = 8160 bytes, which the shards
+    have from ``create_corpus``, are not toasted whatever the column's storage.)
+
+    Example:
+        >>> set_storage_main(conn, corpus, "embedding_2")  # doctest: +SKIP
+    """
+    alter = sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN")
+    on_shard = alter.format(sql.SQL("%s"), sql.Identifier(column)).as_string(conn)
+    if not conn.autocommit:
+        conn.commit()  # the shards' commands run on other connections: they wait for our locks
+    with conn.transaction():
+        conn.execute("SET LOCAL citus.enable_ddl_propagation = off")
+        conn.execute(
+            alter.format(sql.Identifier(SCHEMA, corpus.table_name), sql.Identifier(column))
+        )
+    failed = conn.execute(
+        "SELECT shardid, result FROM run_command_on_shards(%s::regclass, %s) WHERE NOT success",
+        (f"{SCHEMA}.{corpus.table_name}", on_shard),
+    ).fetchall()
+    conn.commit()
+    if failed:
+        raise InvalidInput(f"SET STORAGE MAIN failed on shard {failed[0][0]}: {failed[0][1]}")
+
+
 def table_stats(conn: Connection, corpus: Corpus) -> tuple[int, float]:
     """(pages, rows) of a distributed corpus, summed over its shards' ``pg_class`` (one fan-out).
 
@@ -300,6 +330,7 @@ __all__ = [
     "relation_bytes",
     "require_citus",
     "server_has_citus",
+    "set_storage_main",
     "table_stats",
     "with_propagation",
 ]

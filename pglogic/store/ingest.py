@@ -286,7 +286,8 @@ class _Statements:
             " ON CONFLICT (external_id) DO UPDATE SET title = EXCLUDED.title, text = EXCLUDED.text,"
             " metadata = EXCLUDED.metadata, text_hash = EXCLUDED.text_hash,"
             " row_hash = EXCLUDED.row_hash, {col} = COALESCE(EXCLUDED.{col}, d.{col}),"
-            " ingested_at = now()"
+            # the proposed row's default, now(): Citus refuses now() itself in DO UPDATE SET
+            " ingested_at = EXCLUDED.ingested_at"
             " WHERE d.row_hash IS DISTINCT FROM EXCLUDED.row_hash"
             " RETURNING (xmax = 0)"
         ).format(table=corpus.table, col=corpus.embedding)

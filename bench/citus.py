@@ -1,0 +1,641 @@
+"""Citus benchmark: pglogic's statements on a local Citus cluster (a coordinator, two workers).
+
+    .venv/bin/python bench/citus/cluster.py start          # after bench/citus/build.sh SRC
+    .venv/bin/python bench/citus.py load --size 1000000 --shards 2
+    .venv/bin/python bench/citus.py measure --size 1000000 --shards 2
+    .venv/bin/python bench/citus.py plans --size 100000 --shards 2
+
+``load`` creates the distributed corpus ``bench_<size>_s<shards>`` (``create_corpus(...,
+distributed=True)``), ingests the synthetic vectors of ``bench/scale.py`` (``query.make_dataset``,
+``manifold`` clusters, seed 11, metadata ``{"c": cluster, "g": i % 100}``) with pglogic's own
+ingest (binary COPY through the coordinator) and builds the HNSW index with ``build_index``
+(m = 16, ef_construction = 128, ``maintenance_work_mem`` 1GB sent to the workers with ``SET
+LOCAL``); the per-shard build times are read from the workers' logs
+(``log_min_duration_statement``, set by ``cluster.py``). The timings are kept in
+``/work/citus-data/bench_state.json``.
+
+``measure`` runs, per query shape (1 term; AND / OR / NOT of 2, 3, 5 terms; k = 10; no filter and
+the 10% filter), ``pglogic.store.search.search`` on the cluster: latency p50/p95, recall@10
+against the exact top 10 (NumPy over all vectors, the same formula and AND texts as
+``bench/scale.py``), the fan-outs (multi-shard tasks counted from ``citus.log_remote_commands``
+on a separate run of the same statement) and compares with the cost model of
+docs/scaling.md section 4. In exact mode the top k must equal NumPy's (ids; scores to 1e-6), and
+with ``--single-dsn`` the embedded single node's too.
+
+``plans`` writes ``EXPLAIN (ANALYZE, VERBOSE)`` of each plan shape on the cluster to
+``bench/results/citus_plans.md``.
+
+Results: ``bench/results/citus.{json,md}`` (merged per size and shard count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import (
+    RESULTS_DIR,
+    machine,
+    machine_md,
+    md_table,
+    percentile,
+    wait_idle,
+    write_results,
+)
+from psycopg import sql
+from query import DIM, Dataset, make_dataset, make_queries
+from scale import FILTER_MASK, FILTERS, Vectors, exact_top, recall, shapes
+
+from pglogic.engine.compile import CompiledQuery, SearchOptions, set_local
+from pglogic.engine.source import Corpus
+from pglogic.query import Node, parse
+from pglogic.store.citus import with_propagation
+from pglogic.store.corpus import build_index, corpus_info, create_corpus, drop_corpus, get_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from pglogic.store.search import search, server_has_iterative_scan
+
+DATA_DIR = Path("/work/citus-data")
+STATE = DATA_DIR / "bench_state.json"
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:9700/pglogic"
+SEED = 11
+KIND = "manifold"
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
+
+
+def corpus_name(size: int, shards: int) -> str:
+    return f"bench_{size}_s{shards}"
+
+
+def dataset(size: int) -> Dataset:
+    """The benchmark's vectors, cached under DATA_DIR (1M take minutes to generate)."""
+    cache = DATA_DIR / f"vectors_{KIND}_{SEED}_{size}.npz"
+    if cache.exists():
+        z = np.load(cache)
+        return Dataset(z["topics"], z["centres"], int(z["per_topic"]), z["vectors"], z["labels"])
+    data = make_dataset(size, SEED, kind=KIND)
+    np.savez(
+        cache,
+        topics=data.topics,
+        centres=data.centres,
+        per_topic=data.per_topic,
+        vectors=data.vectors,
+        labels=data.labels,
+    )
+    return data
+
+
+def _state() -> dict[str, Any]:
+    return json.loads(STATE.read_text()) if STATE.exists() else {}
+
+
+def _save_state(state: dict[str, Any]) -> None:
+    STATE.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def worker_logs(root: Path = DATA_DIR) -> list[Path]:
+    return sorted(root.glob("worker*/log"))
+
+
+def shard_build_times(
+    logs: Sequence[Path], offsets: dict[str, int], index: str
+) -> list[dict[str, Any]]:
+    """Per shard: the duration of its CREATE INDEX ``index`` logged by the workers since
+    ``offsets`` (byte offsets of each log when the build started)."""
+    out = []
+    pat = re.compile(
+        r"duration: ([\d.]+) ms\s+statement: CREATE\s+INDEX\s+(?:CONCURRENTLY\s+)?"
+        + re.escape(index)
+        + r"_(\d+)\s+ON"
+    )
+    for log in logs:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            f.seek(offsets.get(str(log), 0))
+            for line in f:
+                m = pat.search(line)
+                if m:
+                    out.append(
+                        {
+                            "node": log.parent.name,
+                            "shard": int(m.group(2)),
+                            "seconds": round(float(m.group(1)) / 1000, 1),
+                        }
+                    )
+    return sorted(out, key=lambda r: r["shard"])
+
+
+def load(dsn: str, size: int, shards: int, batch: int) -> dict[str, Any]:
+    """Create, ingest and index the distributed corpus; return (and keep) the timings."""
+    name = corpus_name(size, shards)
+    t0 = time.perf_counter()
+    data = dataset(size)
+    gen_s = time.perf_counter() - t0
+    print(f"{name}: {size:,} vectors generated in {gen_s:.0f} s", flush=True)
+    with connect(dsn) as conn:
+        try:
+            drop_corpus(conn, name)
+        except Exception:
+            conn.rollback()
+        corpus = create_corpus(
+            conn, name, model="synthetic", dim=DIM, distributed=True, shards=shards
+        )
+
+        def records() -> Any:
+            for i, (vec, label) in enumerate(zip(data.vectors, data.labels, strict=True)):
+                meta = {"c": int(label), "g": i % 100}
+                yield Record(f"doc{i}", f"document {i} of cluster {label}", None, meta, vec)
+
+        t0 = time.perf_counter()
+        ingest_records(conn, corpus, records(), embedder=None, batch_size=batch)
+        load_s = time.perf_counter() - t0
+        print(f"  loaded in {load_s:.0f} s ({size / load_s:,.0f} rows/s)", flush=True)
+        logs = worker_logs()
+        offsets = {str(p): p.stat().st_size for p in logs}
+        build_s = build_index(
+            conn, name, m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION, maintenance_work_mem="1GB"
+        )
+        print(f"  HNSW built in {build_s:.0f} s", flush=True)
+        corpus = get_corpus(conn, name)
+        per_shard = shard_build_times(logs, offsets, str(corpus.index_name))
+        info = corpus_info(conn, name)
+        placement = [
+            {"shard": int(r[0]), "node": f"{r[1]}:{r[2]}", "rows": int(r[3])}
+            for r in conn.execute(
+                "SELECT s.shardid, n.nodename, n.nodeport, r.result FROM pg_dist_shard s"
+                " JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)"
+                " JOIN run_command_on_shards(s.logicalrelid, 'SELECT count(*) FROM %%s') r"
+                " USING (shardid) WHERE s.logicalrelid = to_regclass(%s) ORDER BY s.shardid",
+                (f"pglogic.{corpus.table_name}",),
+            )
+        ]
+    result = {
+        "size": size,
+        "shards": shards,
+        "corpus": name,
+        "generate_s": round(gen_s, 1),
+        "load_s": round(load_s, 1),
+        "load_rows_per_s": round(size / load_s),
+        "hnsw_build_s": round(build_s, 1),
+        "hnsw": f"m={HNSW_M}, ef_construction={HNSW_EF_CONSTRUCTION}",
+        "hnsw_build_per_shard": per_shard,
+        "placement": placement,
+        "table_mib": round(info.table_bytes / 2**20, 1),
+        "index_mib": round(info.index_bytes / 2**20, 1),
+        "distribution": info.distribution,
+    }
+    state = _state()
+    state[name] = result
+    _save_state(state)
+    print(json.dumps(result, indent=2), flush=True)
+    return result
+
+
+# -- measure -------------------------------------------------------------------------------
+
+
+def remote_commands(
+    conn: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]
+) -> list[str]:
+    """Run the statement once with ``citus.log_remote_commands``; the commands Citus sent."""
+    notes: list[str] = []
+
+    def handler(d: Any) -> None:
+        notes.append(str(d.message_primary or ""))
+
+    conn.add_notice_handler(handler)
+    try:
+        with conn.transaction():
+            for stmt in set_local(with_propagation(conn, compiled.settings)):
+                conn.execute(stmt)
+            conn.execute("SET LOCAL citus.log_remote_commands = on")
+            conn.execute(compiled.text, compiled.with_vectors(vectors)).fetchall()  # type: ignore[arg-type]
+    finally:
+        conn.remove_notice_handler(handler)
+    conn.commit()
+    return notes
+
+
+_SHARD = re.compile(r"_\d{5,}\b")
+
+
+def fanouts(notes: Sequence[str]) -> dict[str, int]:
+    """Phases of a statement's execution from its remote commands: ``fanouts`` = rounds of
+    queries sent to the shards (consecutive commands of one text, shard names aside),
+    ``broadcasts`` = intermediate results copied to the workers, ``tasks`` = queries sent,
+    ``local`` = (sub)plans the coordinator ran itself."""
+    phases: list[tuple[str, str]] = []
+    tasks = local = 0
+    for n in notes:
+        if n.startswith("executing the command locally"):
+            local += 1
+            phases.append(("local", n))
+            continue
+        if not n.startswith("issuing "):
+            continue
+        cmd = n[len("issuing ") :]
+        if cmd.startswith(
+            ("BEGIN", "SET ", "COMMIT", "RELEASE", "SAVEPOINT", "PREPARE", "ROLLBACK")
+        ):
+            continue
+        kind = "copy" if cmd.startswith("COPY") else "query"
+        if kind == "query":
+            tasks += 1
+        key = _SHARD.sub("_N", cmd)  # the same statement on another shard: the same phase
+        if not phases or phases[-1] != (kind, key):
+            phases.append((kind, key))
+    return {
+        "fanouts": sum(1 for k, _ in phases if k == "query"),
+        "broadcasts": sum(1 for k, _ in phases if k == "copy"),
+        "tasks": tasks,
+        "local": local,
+    }
+
+
+def term_vectors(compiled: CompiledQuery, emb: Vectors) -> dict[str, np.ndarray]:
+    """Every scored text's vector (the terms and the AND texts), as search() embeds them."""
+    return dict(zip(compiled.terms, emb.embed(compiled.terms), strict=True))
+
+
+def shard_scan_ms(
+    dsn: str, corpus: Corpus, compiled: CompiledQuery, vectors: dict[str, np.ndarray], reps: int = 3
+) -> float:
+    """t_h on one shard: one plain HNSW scan (the statement's first candidate scan: depth and
+    settings) run directly on the worker that holds the first shard, median of ``reps``, ms."""
+    with connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT s.shardid, n.nodename, n.nodeport FROM pg_dist_shard s"
+            " JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)"
+            " WHERE s.logicalrelid = to_regclass(%s) ORDER BY s.shardid LIMIT 1",
+            (f"pglogic.{corpus.table_name}",),
+        ).fetchone()
+    assert row is not None
+    shard_table = sql.Identifier("pglogic", f"{corpus.table_name}_{row[0]}")
+    if compiled.guide_param and not compiled.candidate_terms:
+        vec, depth = compiled.guide_vector(vectors), int(compiled.params["gdepth"])
+    else:
+        vec = vectors[compiled.candidate_terms[0]]
+        depth = int(compiled.params.get("depth", 10))
+    stmt = sql.SQL(
+        "SELECT id FROM {t} ORDER BY embedding <=> %(v)s::vector({dim}) LIMIT %(n)s"
+    ).format(t=shard_table, dim=sql.Literal(DIM))
+    times = []
+    with connect(f"postgresql://postgres@{row[1]}:{row[2]}/pglogic") as w:
+        for _ in range(reps + 1):
+            t0 = time.perf_counter()
+            with w.pipeline(), w.transaction():
+                for st in set_local(compiled.settings):
+                    w.execute(st)
+                w.execute(stmt, {"v": vec, "n": depth}).fetchall()
+            times.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(times[1:]))
+
+
+def round_trip_ms(conn: Connection, corpus: Corpus, reps: int = 20) -> dict[str, float]:
+    """The cost of fan-outs without work: c0 (``SELECT 1``), one multi-shard query by a
+    non-distribution column (``WHERE id = -1``: one index probe per shard), p50 in ms."""
+    one = sql.SQL("SELECT 1")
+    multi = sql.SQL("SELECT id FROM {} WHERE id = -1").format(corpus.table)
+    out = {}
+    for name, stmt in (("c0", one), ("multi_shard", multi)):
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            conn.execute(stmt).fetchall()
+            conn.commit()
+            times.append(time.perf_counter() - t0)
+        out[name] = round(1000 * percentile(times, 50), 3)
+    return out
+
+
+def measure(
+    dsn: str, size: int, shards: int, n_queries: int, single_dsn: str | None
+) -> dict[str, Any]:
+    name = corpus_name(size, shards)
+    print(f"{name}: waiting for an idle machine", flush=True)
+    idle = wait_idle(180)
+    data = dataset(size)
+    emb = Vectors()
+    out: dict[str, Any] = {
+        "size": size,
+        "shards": shards,
+        "queries": n_queries,
+        "idle": idle,
+        "rows": [],
+    }
+    with connect(dsn) as conn:
+        corpus = get_corpus(conn, name)
+        conn.commit()
+        out["round_trip_ms"] = round_trip_ms(conn, corpus)
+        g = np.arange(size) % 100
+        iterative = server_has_iterative_scan(conn)
+        for shape, text in shapes([2, 3, 5]).items():
+            tree = parse(text)
+            n_terms = len(tree_terms(tree))
+            queries = make_queries(data, n_queries, n_terms, seed=1000 + n_terms)
+            for fname in ("none", "10%"):
+                if fname != "none" and n_terms != 3:
+                    continue
+                opts = SearchOptions(k=10, filters=FILTERS[fname])
+                mask = FILTER_MASK[fname](g)
+                lat, rec, ex_equal, ex_lat = [], [], [], []
+                compiled = None
+                for qi, vecs in enumerate(queries):
+                    emb.current = vecs
+                    truth = exact_top(tree, data, vecs, mask, 10)
+                    t0 = time.perf_counter()
+                    res = search(conn, corpus, tree, embedder=emb, options=opts)
+                    lat.append(time.perf_counter() - t0)
+                    conn.commit()
+                    rec.append(recall([h.id for h in res.hits], truth, 10))
+                    compiled = res.compiled
+                    if qi < 2 and fname == "none":  # exact mode equals NumPy's exact top k
+                        t0 = time.perf_counter()
+                        exact = search(
+                            conn,
+                            corpus,
+                            tree,
+                            embedder=emb,
+                            options=SearchOptions(k=10, exact=True),
+                        )
+                        ex_lat.append(time.perf_counter() - t0)
+                        conn.commit()
+                        ex_equal.append([h.id for h in exact.hits] == truth)
+                assert compiled is not None
+                emb.current = queries[0]
+                vecs_all = term_vectors(compiled, emb)
+                phases = fanouts(remote_commands(conn, compiled, vecs_all))
+                scan_ms = shard_scan_ms(dsn, corpus, compiled, vecs_all)
+                row = {
+                    "shape": shape,
+                    "filter": fname,
+                    "scans": len(compiled.candidate_terms) + (1 if compiled.guide_param else 0),
+                    "term_scans": len(compiled.candidate_terms),
+                    "guide": bool(compiled.guide_param),
+                    "depth": compiled.params.get("depth"),
+                    "gdepth": compiled.params.get("gdepth"),
+                    "p50_ms": round(1000 * percentile(lat, 50), 2),
+                    "p95_ms": round(1000 * percentile(lat, 95), 2),
+                    "recall@10": round(float(np.mean(rec)), 3),
+                    **phases,
+                    "t_h_shard_ms": round(scan_ms, 2),
+                    "exact_equal": None if not ex_equal else all(ex_equal),
+                    "exact_p50_ms": None if not ex_lat else round(1000 * percentile(ex_lat, 50), 1),
+                    "settings": compiled.settings,
+                }
+                out["rows"].append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
+        out["iterative_scan"] = iterative
+    if single_dsn:
+        out["single_node_exact"] = single_node_exact(single_dsn, size, data, dsn, name)
+    return out
+
+
+def tree_terms(tree: Node) -> list[str]:
+    from pglogic.query import terms
+
+    return list(dict.fromkeys(terms(tree)))
+
+
+def single_node_exact(
+    single_dsn: str, size: int, data: Dataset, dsn: str, name: str, n_queries: int = 3
+) -> list[dict[str, Any]]:
+    """Exact mode on one plain PostgreSQL (the embedded server, same vectors, no index) against
+    the cluster: the same ids and scores (to 1e-9) for each shape."""
+    from benchlib import fresh_database
+    from psycopg.conninfo import make_conninfo
+
+    db = f"bench_citus_single_{size}"
+    with connect(single_dsn) as c:
+        exists = c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone()
+    sdsn = make_conninfo(single_dsn, dbname=db)
+    if not exists:
+        fresh_database(single_dsn, db)
+        with connect(sdsn) as c:
+            corpus = create_corpus(c, name, model="synthetic", dim=DIM)
+            ingest_records(
+                c,
+                corpus,
+                (
+                    Record(
+                        f"doc{i}",
+                        f"document {i} of cluster {lab}",
+                        None,
+                        {"c": int(lab), "g": i % 100},
+                        v,
+                    )
+                    for i, (v, lab) in enumerate(zip(data.vectors, data.labels, strict=True))
+                ),
+                embedder=None,
+                batch_size=5000,
+            )
+    emb = Vectors()
+    rows = []
+    with connect(sdsn) as one, connect(dsn) as cl:
+        c1, cc = get_corpus(one, name), get_corpus(cl, name)
+        for shape, text in shapes([2, 3, 5]).items():
+            tree = parse(text)
+            queries = make_queries(data, n_queries, len(tree_terms(tree)), seed=2000)
+            same_ids = same_scores = True
+            worst = 0.0
+            for vecs in queries:
+                emb.current = vecs
+                opts = SearchOptions(k=10, exact=True)
+                a = search(one, c1, tree, embedder=emb, options=opts).hits
+                b = search(cl, cc, tree, embedder=emb, options=opts).hits
+                one.commit()
+                cl.commit()
+                same_ids &= [h.external_id for h in a] == [h.external_id for h in b]
+                diff = max((abs(x.score - y.score) for x, y in zip(a, b, strict=False)), default=0)
+                worst = max(worst, diff)
+                same_scores &= diff <= 1e-9
+            rows.append(
+                {
+                    "shape": shape,
+                    "queries": n_queries,
+                    "same_ids": same_ids,
+                    "same_scores": same_scores,
+                    "max_score_diff": worst,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def model_ms(row: dict[str, Any], rt: dict[str, float]) -> float:
+    """docs/scaling.md section 4 with the measured pieces: c0, one fan-out r (a multi-shard
+    round trip minus c0) per fan-out and broadcast, and per scan one shard's HNSW time (the
+    shards of a worker search in parallel: 2 cores per worker here is not true, the cluster
+    shares 2 cores, so the shards' scans of one fan-out are counted as run one after another)."""
+    c0 = rt["c0"]
+    r = max(0.0, rt["multi_shard"] - c0)
+    return c0 + (row["fanouts"] + row["broadcasts"]) * r + row["scans"] * row["t_h_shard_ms"]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "# Citus benchmark (`bench/citus.py`)",
+        "",
+        "A local Citus 13.2 cluster (`bench/citus/cluster.py`): a coordinator and two workers, "
+        "three PostgreSQL servers of the embedded package on one machine (they share its 2 "
+        "cores: the cluster measures Citus's plans, fan-outs and overheads, not a speed-up).",
+        "",
+        machine_md(results["machine"]),
+        "",
+    ]
+    for name, run in sorted(
+        results["runs"].items(), key=lambda kv: (kv[1]["size"], kv[1]["shards"])
+    ):
+        load = run.get("load") or {}
+        lines += [f"## {run['size']:,} vectors, {run['shards']} shards (`{name}`)", ""]
+        if load:
+            per = ", ".join(
+                f"{p['node']} shard {p['shard']}: {p['seconds']} s"
+                for p in load.get("hnsw_build_per_shard", [])
+            )
+            rows = ", ".join(
+                f"{p['shard']}@{p['node']}: {p['rows']:,}" for p in load.get("placement", [])
+            )
+            lines += [
+                md_table(
+                    ["load s", "rows/s", "HNSW build s (whole)", "HNSW", "table MiB", "index MiB"],
+                    [
+                        [
+                            load["load_s"],
+                            load["load_rows_per_s"],
+                            load["hnsw_build_s"],
+                            load["hnsw"],
+                            load["table_mib"],
+                            load["index_mib"],
+                        ]
+                    ],
+                ),
+                "",
+                f"- HNSW build per shard (CREATE INDEX on the worker, from its log): {per}",
+                f"- Rows per shard: {rows}",
+                "",
+            ]
+        rt = run["round_trip_ms"]
+        lines += [
+            f"Round trips (p50): c0 = `SELECT 1` {rt['c0']} ms; one multi-shard query doing "
+            f"nothing (`WHERE id = -1`) {rt['multi_shard']} ms, so one fan-out r ≈ "
+            f"{max(0.0, rt['multi_shard'] - rt['c0']):.2f} ms. CPU busy before the run: "
+            f"{run['idle']['cpu_busy_before']:.0%} (other work on the machine).",
+            "",
+            "Per query shape (k = 10, {} queries each): latency of `search()`; recall@10 against "
+            "the exact top 10 (NumPy); fan-outs = rounds of queries sent to the shards, "
+            "broadcasts = intermediate results copied to the workers, tasks = queries sent "
+            "(counted with `citus.log_remote_commands`); t_h = one of the plan's HNSW scans run "
+            "directly on one shard; model = c0 + (fan-outs + broadcasts)·r + scans·t_h; exact = "
+            "exact mode's top 10 equals NumPy's (2 queries).".format(run.get("queries", "")),
+            "",
+        ]
+        table = []
+        for row in run["rows"]:
+            table.append(
+                [
+                    row["shape"],
+                    row["filter"],
+                    f"{row['term_scans']}{' + guide' if row['guide'] else ''}",
+                    row["depth"] if row["term_scans"] else row["gdepth"],
+                    row["p50_ms"],
+                    row["p95_ms"],
+                    row["recall@10"],
+                    row["fanouts"],
+                    row["broadcasts"],
+                    row["tasks"],
+                    row["t_h_shard_ms"],
+                    round(model_ms(row, rt), 1),
+                    {True: "yes", False: "NO", None: ""}[row["exact_equal"]],
+                    row["exact_p50_ms"] or "",
+                ]
+            )
+        lines += [
+            md_table(
+                [
+                    "shape",
+                    "filter",
+                    "scans",
+                    "depth",
+                    "p50 ms",
+                    "p95 ms",
+                    "recall@10",
+                    "fan-outs",
+                    "broadcasts",
+                    "tasks",
+                    "t_h shard ms",
+                    "model ms",
+                    "exact = NumPy",
+                    "exact p50 ms",
+                ],
+                table,
+            ),
+            "",
+        ]
+        if run.get("single_node_exact"):
+            lines += [
+                "Exact mode against one plain PostgreSQL (the embedded server, same rows, "
+                "no index):",
+                "",
+                md_table(
+                    ["shape", "queries", "same ids", "same scores", "max score diff"],
+                    [
+                        [
+                            r["shape"],
+                            r["queries"],
+                            r["same_ids"],
+                            r["same_scores"],
+                            f"{r['max_score_diff']:.1e}",
+                        ]
+                        for r in run["single_node_exact"]
+                    ],
+                ),
+                "",
+            ]
+        for extra in run.get("notes", []):
+            lines += [extra, ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("action", choices=["load", "measure", "plans"])
+    ap.add_argument("--dsn", default=DEFAULT_DSN, help="the Citus coordinator")
+    ap.add_argument("--single-dsn", default=None, help="a single node to compare exact top k")
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=5000)
+    ap.add_argument("--queries", type=int, default=10)
+    args = ap.parse_args()
+    if args.action == "load":
+        load(args.dsn, args.size, args.shards, args.batch)
+    elif args.action == "measure":
+        res = measure(args.dsn, args.size, args.shards, args.queries, args.single_dsn)
+        res["load"] = _state().get(corpus_name(args.size, args.shards))
+        res["machine"] = machine(args.dsn)
+        results = (
+            json.loads((RESULTS_DIR / "citus.json").read_text())
+            if (RESULTS_DIR / "citus.json").exists()
+            else {"runs": {}}
+        )
+        results["runs"][corpus_name(args.size, args.shards)] = res
+        results["machine"] = res["machine"]
+        write_results("citus", results, markdown(results))
+
+
+if __name__ == "__main__":
+    main()
