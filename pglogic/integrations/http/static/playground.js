@@ -136,7 +136,8 @@ function hitItem(hit, terms, marks, withBars) {
     el("span", { class: "score", title: "score", text: fmt(hit.score, 4) }));
   li.append(head);
   const chips = el("div", { class: "chips" }, el("span", { class: "doc-id", text: "#" + hit.id }));
-  for (const l of labels.slice(0, 8)) {
+  const shown = [...labels.filter((l) => marks.has(norm(l))), ...labels.filter((l) => !marks.has(norm(l)))];
+  for (const l of shown.slice(0, 8)) {
     chips.append(el("span", { class: "chip" + (marks.has(norm(l)) ? " chip-excluded" : ""), text: l }));
   }
   if (excluded) chips.append(el("span", { class: "badge", text: "excluded topic" }));
