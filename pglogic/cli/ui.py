@@ -181,10 +181,15 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
     table.add_column("id")
     table.add_column("title", overflow="fold", max_width=60)
     terms = result.compiled.terms if explain else []
+    lexical = result.compiled.lexical if explain else ()
     for t in terms:
         table.add_column(Text(t if len(t) <= 24 else t[:23] + "…"), justify="right")
+    for t in lexical:  # a lexical term's truth: 1/0 (crisp) or its normalised rank
+        name = f"match:{t}"
+        table.add_column(Text(name if len(name) <= 24 else name[:23] + "…"), justify="right")
     for i, h in enumerate(result.hits, 1):
         sims = [f"{h.similarities[t]:.3f}" for t in terms]
+        sims += [f"{h.lexical[t]:.3f}" for t in lexical]
         table.add_row(
             str(i), f"{h.score:.4f}", Text(h.external_id), Text((h.title or "")[:120]), *sims
         )

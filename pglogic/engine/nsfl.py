@@ -69,7 +69,8 @@ import numpy.typing as npt
 from psycopg import sql
 
 from pglogic.engine.operators import Algebra, NumpyAlgebra, SqlAlgebra
-from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+from pglogic.errors import QueryError
+from pglogic.query import And, Match, Node, Not, Or, Term, terms, to_text
 from pglogic.query.ast import flatten
 
 __all__ = [
@@ -266,7 +267,7 @@ def positives_first(node: Node) -> Node:
         >>> str(positives_first(parse('NOT "b" AND "a" OR "c"')))
         '"a" AND NOT "b" OR "c"'
     """
-    if isinstance(node, Term):
+    if isinstance(node, Term | Match):
         return node
     if isinstance(node, Not):
         return Not(positives_first(node.child))
@@ -314,6 +315,8 @@ def evaluate_nsfl(
     def walk(node: Node, root: bool) -> T:
         if isinstance(node, Term):
             return leaf(node.text)
+        if isinstance(node, Match):
+            raise QueryError(f"NSFL scores no lexical term ({node})")
         if isinstance(node, Not):
             return alg.bind(alg.sub(one, tilde(walk(node.child, False))))
         children = flatten(node)

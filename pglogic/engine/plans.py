@@ -23,7 +23,7 @@ import math
 
 from pglogic.engine.operators import OperatorFamily, resolve_family
 from pglogic.engine.options import MAX_EF_SEARCH, SearchOptions
-from pglogic.query import Node, Not, Or, Term, terms
+from pglogic.query import Match, Node, Not, Or, Term, terms
 
 
 def default_depth(k: int, n_terms: int) -> int:
@@ -95,7 +95,7 @@ def guide_suffices(tree: Node) -> bool:
 
     def walk(node: Node, positive: bool) -> tuple[bool, bool]:
         """(holds a root-positive term, has a disjunction of two such operands)."""
-        if isinstance(node, Term):
+        if isinstance(node, Term | Match):
             return positive, False
         if isinstance(node, Not):
             return walk(node.child, not positive)

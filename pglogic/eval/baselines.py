@@ -40,7 +40,8 @@ from pglogic.engine.compile import (
 )
 from pglogic.engine.operators import resolve_family
 from pglogic.engine.source import Corpus
-from pglogic.query import And, Node, Not, Or, Term, terms
+from pglogic.errors import QueryError
+from pglogic.query import And, Match, Node, Not, Or, Term, terms
 
 Vector = npt.NDArray[np.float32]
 
@@ -152,6 +153,8 @@ def compile_decomposed(tree: Node, target: Corpus | Source, k: int) -> CompiledQ
     )
 
     def member(node: Node) -> sql.Composable:
+        if isinstance(node, Match):
+            raise QueryError(f"The set-operation baseline has no lexical term ({node})")
         if isinstance(node, Term):
             return member_cols[index_of[node.text]]
         if isinstance(node, Not):
@@ -160,6 +163,8 @@ def compile_decomposed(tree: Node, target: Corpus | Source, k: int) -> CompiledQ
         return sql.SQL("({})").format(sql.SQL(joiner).join(member(c) for c in node.children))
 
     def score(node: Node) -> sql.Composable:
+        if isinstance(node, Match):
+            raise QueryError(f"The set-operation baseline has no lexical term ({node})")
         if isinstance(node, Term):
             return sim_cols[index_of[node.text]]
         if isinstance(node, Not):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pglogic.eval.metrics import paired_test
-from pglogic.query import And, Node, Not, Or, Term
+from pglogic.query import And, Match, Node, Not, Or, Term
 
 __all__ = [
     "ALPHA",
@@ -78,7 +78,7 @@ def holm(p_values: Mapping[K, float]) -> dict[K, float]:
 
 
 def _kinds(node: Node) -> set[str]:
-    if isinstance(node, Term):
+    if isinstance(node, Term | Match):
         return set()
     if isinstance(node, Not):
         return {"NOT"} | _kinds(node.child)

@@ -61,7 +61,7 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
 from pglogic.eval.data import Dataset, term_text_for_label
-from pglogic.query import And, Node, Not, Or, Term, parse, terms, to_string, to_text
+from pglogic.query import And, Match, Node, Not, Or, Term, parse, terms, to_string, to_text
 
 __all__ = [
     "CHAIN_TEMPLATES",
@@ -271,7 +271,7 @@ def satisfies(
         >>> satisfies(parse('"Crude Oil" OR "gold"'), {"crude"}, {"Crude Oil": "crude"})
         True
     """
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):  # a lexical term names its label too
         label = term_label.get(tree.text, tree.text) if term_label is not None else tree.text
         return label in doc_labels
     if isinstance(tree, Not):
@@ -283,7 +283,7 @@ def satisfies(
 
 def _bits(tree: Node, leaf: Callable[[str], int], full: int, *, positive_part: bool = False) -> int:
     """Evaluate over bitsets; with ``positive_part`` every NOT subtree counts as TRUE."""
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return leaf(tree.text)
     if isinstance(tree, Not):
         return full if positive_part else full & ~_bits(tree.child, leaf, full)
@@ -295,7 +295,7 @@ def _bits(tree: Node, leaf: Callable[[str], int], full: int, *, positive_part: b
 
 
 def _negated_terms(tree: Node, under_not: bool = False) -> set[str]:
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return {tree.text} if under_not else set()
     if isinstance(tree, Not):
         return _negated_terms(tree.child, True)
@@ -303,7 +303,7 @@ def _negated_terms(tree: Node, under_not: bool = False) -> set[str]:
 
 
 def _count_nots(tree: Node) -> int:
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return 0
     if isinstance(tree, Not):
         return 1 + _count_nots(tree.child)
@@ -311,8 +311,8 @@ def _count_nots(tree: Node) -> int:
 
 
 def _substitute(tree: Node, texts: Mapping[str, str]) -> Node:
-    if isinstance(tree, Term):
-        return Term(texts[tree.text])
+    if isinstance(tree, Term | Match):
+        return type(tree)(texts[tree.text])
     if isinstance(tree, Not):
         return Not(_substitute(tree.child, texts))
     children = tuple(_substitute(c, texts) for c in tree.children)
@@ -321,7 +321,7 @@ def _substitute(tree: Node, texts: Mapping[str, str]) -> Node:
 
 def _canonical(tree: Node, labels: Mapping[str, str]) -> str:
     """A key equal for formulas that differ only in the order of AND/OR operands."""
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return repr(labels[tree.text])
     if isinstance(tree, Not):
         return f"NOT({_canonical(tree.child, labels)})"

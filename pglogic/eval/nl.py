@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pglogic.llm.client import few_shot_messages
-from pglogic.query import And, Node, Not, Or, Term, map_terms, terms, to_string
+from pglogic.query import And, Match, Node, Not, Or, Term, map_terms, terms, to_string
 
 #: More gold terms than this are not compared by truth table (2^n rows).
 MAX_TRUTH_TERMS = 12
@@ -127,7 +127,7 @@ def evaluate(tree: Node, truth: Mapping[str, bool]) -> bool:
         >>> evaluate(parse('"a" AND NOT "b"'), {"a": True, "b": False})
         True
     """
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return truth[tree.text]
     if isinstance(tree, Not):
         return not evaluate(tree.child, truth)
@@ -204,7 +204,7 @@ def _has(tree: Node, kind: type) -> bool:
         return True
     if isinstance(tree, Not):
         return _has(tree.child, kind)
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return False
     return any(_has(c, kind) for c in tree.children)
 
@@ -251,7 +251,7 @@ def shape(gold: Node, question: str = "") -> str:
 def _nots(tree: Node) -> list[Not]:
     if isinstance(tree, Not):
         return [tree, *_nots(tree.child)]
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return []
     return [n for c in tree.children for n in _nots(c)]
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pglogic.query import And, Node, Not, Or, Term, to_string
+from pglogic.query import And, Match, Node, Not, Or, Term, to_string
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -173,6 +173,8 @@ def tree_to_json(tree: Node) -> dict[str, Any]:
     """
     if isinstance(tree, Term):
         return {"term": tree.text}
+    if isinstance(tree, Match):
+        return {"match": tree.text}
     if isinstance(tree, Not):
         return {"not": tree_to_json(tree.child)}
     key = "and" if isinstance(tree, And) else "or"

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pglogic.query import And, Node, Not, Or, Term, terms
+from pglogic.query import And, Match, Node, Not, Or, Term, terms
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -490,7 +490,7 @@ def factor(tree: Node) -> tuple[Node, list[str]]:
     notes: list[str] = []
 
     def walk(node: Node) -> Node:
-        if isinstance(node, Term):
+        if isinstance(node, Term | Match):
             return node
         if isinstance(node, Not):
             return Not(walk(node.child))
@@ -547,7 +547,7 @@ def fix_trailing_not(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
 def _nots(tree: Node) -> list[Not]:
     if isinstance(tree, Not):
         return [tree]
-    if isinstance(tree, Term):
+    if isinstance(tree, Term | Match):
         return []
     return [n for c in tree.children for n in _nots(c)]
 
