@@ -295,3 +295,29 @@ def test_the_cli_searches_explains_and_manages_lexical_terms(dsn: str, tmp_path:
     assert "(simple)" in ok("corpus", "lexical", "farm", "--config", "simple")
     first = ok("search", "farm", "match:wheat", "--json").splitlines()[0]
     assert json.loads(first)["id"] == "d0" and json.loads(first)["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("question", "model_answer", "expected"),
+    [
+        (
+            "Grain stories that do not mention wheat",
+            '"grain" AND NOT "wheat"',
+            '"grain" AND NOT match:"wheat"',
+        ),
+        (
+            'Banks that do not mention the phrase "Basel III"',
+            '"banks" AND NOT "Basel III"',
+            '"banks" AND NOT match:"Basel III"',
+        ),
+        ("Chicken but no garlic", '"chicken" AND NOT "garlic"', None),
+        ("Anything mentioning SKU-4410", '"mentioning SKU-4410"', 'match:"SKU-4410"'),
+    ],
+)
+def test_rewrites_make_the_words_a_question_asks_for_literally_lexical(
+    question: str, model_answer: str, expected: str | None
+) -> None:
+    from pglogic.llm.wording import refine
+
+    tree, _ = refine(parse(model_answer), question)
+    assert to_string(tree) == (expected or model_answer)

@@ -252,6 +252,8 @@ def _rebuild(tree: Node, children: list[Node]) -> Node:
 
 
 def _map(tree: Node, fn: Callable[[Term], Node]) -> Node:
+    if isinstance(tree, Match):
+        return tree
     if isinstance(tree, Term):
         return fn(tree)
     if isinstance(tree, Not):
@@ -646,6 +648,7 @@ def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
             and t.word.casefold() not in STOPWORDS
             and t.word.casefold() not in REQUEST_WORDS
             and t.word.casefold() not in VAGUE_WORDS
+            and t.word.casefold() not in LITERAL_CUES
             and t.stem not in covered
             and not (t.index == how_work and t.stem == "work")
         )
@@ -705,6 +708,49 @@ def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     return _join(And, [c for _, c in children]), notes
 
 
+#: Words by which a question asks for a literal word, code or phrase (``... that mention wheat``,
+#: ``the word "wheat"``, ``a fund named Alpha``): the term after one is a lexical term.
+LITERAL_CUES = frozenset(
+    {"mention", "mentions", "mentioned", "mentioning", "word", "words", "phrase", "named",
+     "literally", "exact", "exactly"}
+)  # fmt: skip
+#: Words that may stand between a cue and its term.
+_CUE_FILLERS = frozenset({"the", "a", "an", "any", "that", "explicitly", "of", "or"})
+
+
+def mark_literal(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
+    """Make lexical (``match:"..."``) the terms that the question asks for literally: those
+    right after a cue of :data:`LITERAL_CUES` (articles between allowed). A term that starts
+    with its cue (``"mention wheat"``) loses it.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> t, notes = mark_literal(parse('"grain" AND NOT "wheat"'),
+        ...                        tokens("Grain stories that do not mention the word wheat"))
+        >>> print(t)
+        "grain" AND NOT match:"wheat"
+    """
+    notes: list[str] = []
+
+    def one(term: Term) -> Node:
+        words = term.text.split()
+        text = term.text
+        if len(words) > 1 and words[0].casefold() in LITERAL_CUES:
+            text = " ".join(words[1:])
+        where = locate(text, toks)
+        if not where or text.casefold() in LITERAL_CUES:
+            return term
+        i = min(where) - 1
+        while i >= 0 and toks[i].word.casefold() in _CUE_FILLERS:
+            i -= 1
+        if i < 0 or toks[i].word.casefold() not in LITERAL_CUES:
+            return term
+        notes.append(f"'{text}' is asked for literally: a lexical term")
+        return Match(text)
+
+    return _map(tree, one), notes
+
+
 def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
     """Apply every check of this module to ``tree`` for ``question``; return it and the notes.
 
@@ -713,10 +759,10 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
         >>> print(refine(parse('"chicken" AND NOT "garlic"'), 'Chicken, but no garlic')[0])
         "chicken" AND NOT "garlic"
     """
+    toks = tokens(question)
     quoted = {m.strip().casefold() for m in re.findall(r'"([^"]+)"', question)}
     if quoted and all(t.casefold() in quoted for t in terms(tree)):
-        return tree, []
-    toks = tokens(question)
+        return mark_literal(tree, toks)
     notes: list[str] = []
     for step in (
         fix_words,
@@ -732,7 +778,8 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
     ):
         tree, more = step(tree, toks)
         notes += more
-    return tree, notes
+    tree, more = mark_literal(tree, toks)  # last: the checks above read semantic terms only
+    return tree, notes + more
 
 
 __all__ = [
@@ -746,6 +793,7 @@ __all__ = [
     "fix_words",
     "group_negations",
     "locate",
+    "mark_literal",
     "refine",
     "restore_dropped",
     "snap_term",
