@@ -161,7 +161,11 @@ def serve(
 
 
 def serve_app(ctx: click.Context, *, log_level: str, **options: object) -> None:
-    """Build the application for the root options and run it with uvicorn until Ctrl-C."""
+    """Build the application for the root options and run it with uvicorn until Ctrl-C.
+
+    Example:
+        >>> serve_app(ctx, log_level="info", host="127.0.0.1", port=8000)  # doctest: +SKIP
+    """
     try:
         import uvicorn
 

@@ -266,7 +266,12 @@ router = APIRouter()
 
 
 def backend(request: Request) -> Backend:
-    """The request's :class:`Backend` (the application's state)."""
+    """The request's :class:`Backend` (the application's state), for ``Depends``.
+
+    Example:
+        >>> B.__metadata__[0].dependency is backend
+        True
+    """
     b: Backend = request.app.state.backend
     return b
 
@@ -376,7 +381,10 @@ def _search(b: Backend, req: Options, corpus: str, query: Any, timeout: float | 
 @router.post("/search", response_model=SearchResponse, responses=ERRORS, tags=["search"])
 def search(req: SearchRequest, b: B) -> dict[str, Any]:
     """Search a corpus with a logical query (or plain text); optionally explain every hit
-    and run the dense search of the same words beside it."""
+    and run the dense search of the same words beside it.
+
+    Example: `{"corpus": "news", "query": "\"grain\" AND NOT \"wheat\"", "k": 5, "explain": true}`
+    """
     _check(b, req.query, req.k)
     t0 = time.perf_counter()
     result = _search(b, req, req.corpus, req.query, req.timeout)
@@ -399,7 +407,10 @@ def search(req: SearchRequest, b: B) -> dict[str, Any]:
 def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
     """Parse and compile a query without running it: the SQL, its parameters and settings.
     A query that does not parse is a 400 with the column of the error (the playground checks
-    what you type with it)."""
+    what you type with it).
+
+    Example: `{"query": "\"a\" AND NOT \"b\"", "style": "numbered"}`
+    """
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.compile import compile_query as compile_tree
     from pglogic.engine.source import Corpus
@@ -431,7 +442,10 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
 @router.post("/ask", response_model=AskResponse, responses=ERRORS, tags=["search"])
 def ask(req: AskRequest, b: B) -> dict[str, Any]:
     """Answer a question in plain language: the configured LLM writes the logical query, then
-    it is searched. 503 when no LLM endpoint is configured (PGLOGIC_LLM_BASE_URL, ...)."""
+    it is searched. 503 when no LLM endpoint is configured (PGLOGIC_LLM_BASE_URL, ...).
+
+    Example: `{"corpus": "news", "question": "grain news that is not about wheat"}`
+    """
     _check(b, req.question, req.k, "question")
     try:
         llm = b.llm_config()
@@ -476,19 +490,28 @@ def _corpus(info: Any) -> CorpusOut:
 
 @router.get("/corpora", response_model=CorporaOut, responses=ERRORS, tags=["corpora"])
 def corpora(b: B) -> CorporaOut:
-    """Every corpus with its model, size and index."""
+    """Every corpus with its model, size and index.
+
+    Example: `GET /v1/corpora`
+    """
     return CorporaOut(corpora=[_corpus(c) for c in b.api.list_corpora()])
 
 
 @router.get("/corpora/{name}", response_model=CorpusOut, responses=ERRORS, tags=["corpora"])
 def corpus(name: Annotated[str, Path(max_length=200)], b: B) -> CorpusOut:
-    """One corpus (404 when there is none of that name)."""
+    """One corpus (404 when there is none of that name).
+
+    Example: `GET /v1/corpora/news`
+    """
     return _corpus(b.api.corpus_info(name))
 
 
 @router.get("/operators", response_model=OperatorsOut, responses=ERRORS, tags=["search"])
 def operators() -> dict[str, Any]:
-    """The operator family presets (``operators``) and the scoring modes (``mode``)."""
+    """The operator family presets (`operators`) and the scoring modes (`mode`).
+
+    Example: `GET /v1/operators`
+    """
     families = [
         {"name": name, "and": f.and_.formula, "or": f.or_.formula, "not": f.not_.formula}
         for name, f in PRESETS.items()
@@ -503,7 +526,10 @@ def operators() -> dict[str, Any]:
     tags=["server"],
 )
 def health(b: B) -> Any:
-    """Whether the server reaches its database (no API key needed)."""
+    """Whether the server reaches its database (no API key needed).
+
+    Example: `GET /v1/health`
+    """
     from pglogic.errors import PglogicError
 
     try:
