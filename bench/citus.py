@@ -611,6 +611,91 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# -- plans -----------------------------------------------------------------------------------
+
+PLAN_SHAPES = [
+    ("1 term (k-NN)", '"t1"', {}),
+    ("OR of terms under max (term scans of depth k, no guide)", '"t1" OR "t2" OR "t3"', {}),
+    ("AND 3 (the guide scan alone, depth 2d)", '"t1" AND "t2" AND "t3"', {}),
+    ("(OR) AND NOT (term scans + the guide)", '("t1" OR "t2") AND NOT "t3"', {}),
+    ("AND 3 with a 10% filter (iterative scans)", '"t1" AND "t2" AND "t3"', {"filter": "10%"}),
+    ("AND 3, exact mode", '"t1" AND "t2" AND "t3"', {"exact": True}),
+]
+_VECTOR = re.compile(r"'\[[-0-9.e,]{40,}\]'")
+
+
+def short(text: str) -> str:
+    """A plan or command with its vector literals shortened."""
+    return _VECTOR.sub("'[…384 floats…]'", text)
+
+
+def explain(conn: Connection, compiled: CompiledQuery, vectors: dict[str, np.ndarray]) -> str:
+    with conn.transaction():
+        for stmt in set_local(with_propagation(conn, compiled.settings)):
+            conn.execute(stmt)
+        rows = conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF, SUMMARY ON) " + compiled.text,
+            compiled.with_vectors(vectors),  # type: ignore[arg-type]
+        ).fetchall()
+    conn.commit()
+    return short("\n".join(str(r[0]) for r in rows))
+
+
+def plans(dsn: str, size: int, shards: int) -> None:
+    name = corpus_name(size, shards)
+    data = dataset(size)
+    emb = Vectors()
+    parts = [
+        "# Citus plans of pglogic's statements (`bench/citus.py plans`)",
+        "",
+        f"`EXPLAIN (ANALYZE, COSTS OFF)` on the local cluster (a coordinator, two workers; "
+        f"Citus 13.2, PostgreSQL 17.9, pgvector 0.8.2) for corpus `{name}` ({size:,} vectors, "
+        f"{shards} shards, HNSW m = 16, ef_construction = 128), each statement as "
+        "`pglogic.store.search.search` compiles it, run after its `SET LOCAL` settings "
+        "(`citus.propagate_set_commands = 'local'` first). Vector literals are shortened; "
+        "Citus shows one task of each multi-shard query (`citus.explain_all_tasks` off). "
+        "Timings are of a shared 2-core machine.",
+        "",
+    ]
+    with connect(dsn) as conn:
+        corpus = get_corpus(conn, name)
+        conn.commit()
+        for title, text, extra in PLAN_SHAPES:
+            tree = parse(text)
+            emb.current = make_queries(data, 1, len(tree_terms(tree)), seed=77)[0]
+            opts = SearchOptions(
+                k=10,
+                exact=bool(extra.get("exact")),
+                filters=FILTERS[str(extra.get("filter", "none"))],
+            )
+            res = search(conn, corpus, tree, embedder=emb, options=opts)
+            conn.commit()
+            vecs = term_vectors(res.compiled, emb)
+            notes = remote_commands(conn, res.compiled, vecs)
+            phases = fanouts(notes)
+            sent = [short(n) for n in notes if n.startswith("issuing BEGIN")][:1]
+            parts += [
+                f"## {title}: `{text}`",
+                "",
+                f"Settings: `{json.dumps(res.compiled.settings)}`. Remote phases: "
+                f"{phases['fanouts']} fan-outs, {phases['broadcasts']} intermediate-result "
+                f"broadcasts, {phases['tasks']} tasks, {phases['local']} local executions.",
+                "",
+                "First command sent to a worker in the transaction:",
+                "",
+                "```text",
+                *(sent or ["(none)"]),
+                "```",
+                "",
+                "```text",
+                explain(conn, res.compiled, vecs),
+                "```",
+                "",
+            ]
+            print(title, phases, flush=True)
+    (RESULTS_DIR / "citus_plans.md").write_text("\n".join(parts).rstrip() + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["load", "measure", "plans"])
@@ -623,6 +708,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.action == "load":
         load(args.dsn, args.size, args.shards, args.batch)
+    elif args.action == "plans":
+        plans(args.dsn, args.size, args.shards)
     elif args.action == "measure":
         res = measure(args.dsn, args.size, args.shards, args.queries, args.single_dsn)
         res["load"] = _state().get(corpus_name(args.size, args.shards))
