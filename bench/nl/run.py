@@ -65,6 +65,20 @@ DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 DSN = "postgresql://postgres:@/bench_quality?host=/tmp/plbench/pgdata"
 CACHE = HERE / "llm_cache.jsonl"
 QUESTIONS = HERE / "questions.jsonl"
+#: How results.md describes a question set.
+DESCRIBED = {
+    "questions.jsonl": (
+        "(`bench/nl/questions.jsonl`: the 47 original ones on news, cooking, robotics, science, "
+        "health and travel, and 70 new ones on law, sports, software, finance, medicine, history, "
+        "travel, music and more, with NOT, OR, either/or, neither/nor, mixed precedence and "
+        "questions that need no logic). "
+    ),
+    "heldout.jsonl": (
+        "(`bench/nl/heldout.jsonl`: 30 questions in 29 domains that questions.jsonl does not "
+        "cover, with the same mix of shapes, written after the prompt and the checks were frozen "
+        "and never tuned on). "
+    ),
+}
 
 
 class DiskCachedChat:
@@ -169,8 +183,13 @@ def hand_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def part_hand(base: LLMConfig, checks: bool = True) -> dict[str, Any]:
-    rows = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
+def question_set(qid: str) -> str:
+    """The set a question belongs to, by its id: original (h..), new (n..) or held-out (x..)."""
+    return {"n": "new", "x": "held-out"}.get(qid[:1], "original")
+
+
+def part_hand(base: LLMConfig, checks: bool = True, questions: Path = QUESTIONS) -> dict[str, Any]:
+    rows = [json.loads(line) for line in questions.read_text().splitlines() if line.strip()]
     client = client_for(base, 256)
     out = []
     report = progress("hand-written rewrites")
@@ -183,7 +202,7 @@ def part_hand(base: LLMConfig, checks: bool = True) -> dict[str, Any]:
         out.append(
             {
                 **row,
-                "set": "new" if row["id"].startswith("n") else "original",
+                "set": question_set(row["id"]),
                 "shape": shape(gold, row["question"]),
                 "rewrite": rw.query,
                 "answer": rw.answers[-1] if rw.answers else "",
@@ -199,7 +218,7 @@ def part_hand(base: LLMConfig, checks: bool = True) -> dict[str, Any]:
         )
         report(i + 1, len(rows))
     groups: dict[str, dict[str, Any]] = {}
-    for key, values in (("set", ("original", "new")), ("shape", SHAPES)):
+    for key, values in (("set", ("original", "new", "held-out")), ("shape", SHAPES)):
         for value in values:
             sub = [r for r in out if r[key] == value]
             if sub:
@@ -216,6 +235,7 @@ def part_hand(base: LLMConfig, checks: bool = True) -> dict[str, Any]:
         "summary": hand_summary(out),
         "output": out[0]["output"] if out else "",
         "checks": checks,
+        "described": DESCRIBED.get(questions.name, f"(`{questions.name}`). "),
         "groups": groups,
         "by_topic": by_topic,
         "items": out,
@@ -286,11 +306,15 @@ def markdown(data: dict[str, Any]) -> str:
         out += [
             "## A. Rewrite accuracy on hand-written questions",
             "",
-            f"{h['questions']} questions with gold formulas (`bench/nl/questions.jsonl`: the 47 "
-            "original ones on news, cooking, robotics, science, health and travel, and 70 new ones "
-            "on law, sports, software, finance, medicine, history, travel, music and more, with "
-            "NOT, OR, either/or, neither/nor, mixed precedence and questions that need no logic). "
-            f"Output constrained by `{hand.get('output', 'plain')}`; deterministic checks "
+            f"{h['questions']} questions with gold formulas "
+            + hand.get(
+                "described",
+                "(`bench/nl/questions.jsonl`: the 47 original ones on news, cooking, robotics, "
+                "science, health and travel, and 70 new ones on law, sports, software, finance, "
+                "medicine, history, travel, music and more, with NOT, OR, either/or, neither/nor, "
+                "mixed precedence and questions that need no logic). ",
+            )
+            + f"Output constrained by `{hand.get('output', 'plain')}`; deterministic checks "
             f"against the question's words {'on' if hand.get('checks', False) else 'off'}. "
             "*Exact*: same canonical query once terms are case-folded and whitespace-normalised; "
             "*equivalent*: same truth table over the gold terms, a rewritten term matching a "
@@ -394,6 +418,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reasoning-tokens", type=int, default=96)
     ap.add_argument("--out", type=Path, default=HERE)
+    ap.add_argument("--questions", type=Path, default=QUESTIONS, help="part A's questions (JSONL)")
     ap.add_argument("--note", default=None, help="a remark on the run, shown in results.md")
     ap.add_argument(
         "--ablation",
@@ -432,14 +457,14 @@ def main() -> None:
     if args.note:
         data["note"] = args.note
     if args.part in ("hand", "all"):
-        data["hand"] = part_hand(base)
+        data["hand"] = part_hand(base, questions=args.questions)
         print(json.dumps(data["hand"]["summary"]), flush=True)
         if args.ablation:
-            no_checks = part_hand(base, checks=False)
+            no_checks = part_hand(base, checks=False, questions=args.questions)
             ablation = {f"{no_checks['output']}, no checks": no_checks["summary"]}
             plain = replace(base, output="plain")
             for checks in (True, False):
-                res = part_hand(plain, checks=checks)
+                res = part_hand(plain, checks=checks, questions=args.questions)
                 ablation[f"plain, {'checks' if checks else 'no checks'}"] = res["summary"]
             data["hand_ablation"] = ablation
             print(json.dumps(ablation), flush=True)
