@@ -321,3 +321,48 @@ def test_rewrites_make_the_words_a_question_asks_for_literally_lexical(
 
     tree, _ = refine(parse(model_answer), question)
     assert to_string(tree) == (expected or model_answer)
+
+
+def test_the_sqlalchemy_helper_mixes_lexical_and_semantic_terms(lex_dsn: str) -> None:
+    from pgvector.sqlalchemy import Vector
+    from sqlalchemy import Column, Computed, Integer, MetaData, Table, Text, create_engine, text
+    from sqlalchemy.dialects.postgresql import TSVECTOR
+    from sqlalchemy.orm import Session
+
+    from pglogic.integrations.sqlalchemy import execute as orm_execute
+    from pglogic.integrations.sqlalchemy import logical_search, url_from_dsn
+
+    meta = MetaData()
+    notes = Table(
+        "notes",
+        meta,
+        Column("id", Integer, primary_key=True),
+        Column("body", Text, nullable=False),
+        Column("embedding", Vector(4)),
+        Column("words", TSVECTOR, Computed("to_tsvector('simple', body)", persisted=True)),
+    )
+    engine = create_engine(url_from_dsn(lex_dsn))
+    meta.create_all(engine)
+    with Session(engine) as session:
+        for i, (text_, v) in enumerate(DOCS.values(), 1):
+            session.execute(
+                notes.insert().values(id=i, body=text_, embedding=list(v / np.linalg.norm(v)))
+            )
+        session.commit()
+        stmt = logical_search(
+            notes, notes.c.embedding, '"grain" AND NOT match:wheat', k=8, vectors=GRAIN,
+            lexical_column=notes.c.words, text_config="simple",
+        )  # fmt: skip
+        assert stmt.pglogic_matches == ("wheat",)
+        rows = orm_execute(session, stmt.where(notes.c.id != 2))  # a filter pushed down
+        by_body = {r.body: (r.score, r.match_0) for r in rows}
+        assert by_body["Wheat harvest rises in Kansas"] == (0.0, 1.0)
+        assert by_body["Durum wheat prices fall"] == (0.0, 1.0)
+        assert "Corn exports to Japan climb" not in by_body
+        best = max(by_body, key=lambda b: by_body[b][0])
+        assert best == "Rice crop in Asia"
+        with pytest.raises(InvalidInput, match="needs a lexical index"):
+            logical_search(notes, notes.c.embedding, "match:wheat", vectors=GRAIN)
+        session.execute(text("DROP TABLE notes"))
+        session.commit()
+    engine.dispose()

@@ -579,12 +579,12 @@ class _Parts:
 
     def matched(self, j: int) -> sql.Composable:
         """Whether the document's words match lexical term ``j`` (served by the GIN index)."""
-        return sql.SQL("{} @@ {}").format(self.src.col(LEXICAL_COLUMN), self.tsquery(j))
+        return sql.SQL("{} @@ {}").format(self.src.col(self.src.lexical or ""), self.tsquery(j))
 
     def rank(self, j: int) -> sql.Composable:
         """Lexical term ``j``'s normalised rank r / (r + 1) (``ts_rank_cd`` normalisation 32)."""
         return sql.SQL("ts_rank_cd({}, {}, 32)").format(
-            self.src.col(LEXICAL_COLUMN), self.tsquery(j)
+            self.src.col(self.src.lexical or ""), self.tsquery(j)
         )
 
 
@@ -663,7 +663,7 @@ def _check_lexical(tree: Node, src: Source, mode: str) -> None:
 
 def _lexical_truth(src: Source, pre: str, j: int, kind: str) -> sql.Composable:
     """The select item ``l{j}``: lexical term ``j``'s truth value (``crisp`` 1/0 or ``rank``)."""
-    tsv = src.col(LEXICAL_COLUMN)
+    tsv = src.col(src.lexical or "")
     tsq = sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
         sql.Placeholder(pre + TEXT_CONFIG), sql.Placeholder(pre + f"q{j}")
     )

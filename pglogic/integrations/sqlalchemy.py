@@ -50,7 +50,7 @@ from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.errors import InvalidInput
-from pglogic.query import Node, to_tree
+from pglogic.query import Node, matches, to_tree
 from pglogic.store.citus import PROPAGATE
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class _Spec:
     options: SearchOptions
     vectors: Mapping[str, np.ndarray]
     terms: tuple[str, ...]
+    lexical_column: str | None = None
+    text_config: str = "english"
 
 
 class _RankingText(TextClause):
@@ -95,6 +97,11 @@ class LogicalSelect(Select[Any]):
     def pglogic_terms(self) -> tuple[str, ...]:
         """Term texts; ``sim_<i>`` is the cosine similarity to ``pglogic_terms[i]``."""
         return self.pglogic_spec.terms
+
+    @property
+    def pglogic_matches(self) -> tuple[str, ...]:
+        """Lexical term texts; ``match_<j>`` is the truth of ``pglogic_matches[j]``."""
+        return tuple(matches(self.pglogic_spec.tree))
 
     def pglogic_compiled(self, extra_where: str | None = None) -> CompiledQuery:
         """The underlying compiled pglogic query (for its settings and as_string()).
@@ -125,7 +132,10 @@ def _source(s: _Spec) -> Source:
         if s.table.schema
         else psql.Identifier(s.table.name)
     )
-    return Source(table, None, s.id_column, s.embedding_column, s.dim, ())
+    return Source(
+        table, None, s.id_column, s.embedding_column, s.dim, (),
+        lexical=s.lexical_column, text_config=s.text_config if s.lexical_column else None,
+    )  # fmt: skip
 
 
 def _pushable(criterion: ColumnElement[Any], table: Table) -> bool:
@@ -184,12 +194,19 @@ def logical_search(
     exact: bool = False,
     depth: int | None = None,
     ef_search: int | None = None,
+    lexical_column: Any = None,
+    text_config: str = "english",
+    lexical: str = "crisp",
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
     ``embedding`` is its pgvector ``Vector(dim)`` column. Term vectors come from ``embedder``
     (one batch) or ``vectors`` (term text → vector). The result selects ``entity``, ``score`` and
     one ``sim_<i>`` column per distinct term, ordered by score, limited to k.
+
+    Lexical terms (``match:"..."``) need ``lexical_column``, a ``tsvector`` column of the table
+    made with the text search configuration ``text_config`` (a GIN index on it serves the
+    positive ones); ``lexical`` is their truth (``crisp`` or ``rank``), ``match_<j>`` its column.
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -202,10 +219,15 @@ def logical_search(
         raise InvalidInput(f"Column {emb_col.name!r} must be a pgvector Vector(dim) column")
     tree = to_tree(query)
     options = SearchOptions(
-        k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search
-    )
-    probe = compile_query(tree, Source(psql.Identifier(table.name), None, "id", "e", dim, ()),
-                          options)  # fmt: skip
+        k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
+        lexical=lexical,
+    )  # fmt: skip
+    lex_name = lexical_column.name if lexical_column is not None else None
+    probe_src = Source(
+        psql.Identifier(table.name), None, "id", "e", dim, (),
+        lexical=lex_name, text_config=text_config if lex_name else None,
+    )  # fmt: skip
+    probe = compile_query(tree, probe_src, options)
     term_list = tuple(probe.terms)
     if vectors is None:
         if embedder is None:
@@ -221,11 +243,17 @@ def logical_search(
                 raise InvalidInput(f"No vector given for term {t!r}")
             if vecs[t].shape != (dim,):
                 raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
-    spec = _Spec(tree, table, id_col.name, emb_col.name, dim, options, vecs, term_list)
+    spec = _Spec(
+        tree, table, id_col.name, emb_col.name, dim, options, vecs, term_list, lex_name,
+        text_config,
+    )  # fmt: skip
+    n_lex = len(probe.lexical)
     cols = [column("id", id_col.type), column("score", Float)]
     cols += [column(f"s{i}", Float) for i in range(len(term_list))]
+    cols += [column(f"l{j}", Float) for j in range(n_lex)]
     ranked = _RankingText(spec).columns(*cols).subquery("pglogic_ranked")
     sims = [ranked.c[f"s{i}"].label(f"sim_{i}") for i in range(len(term_list))]
+    sims += [ranked.c[f"l{j}"].label(f"match_{j}") for j in range(n_lex)]
     target = entity if not isinstance(entity, Table) else table
     stmt = LogicalSelect(target, ranked.c.score.label("score"), *sims)
     stmt.pglogic_spec = spec
