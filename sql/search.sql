@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0006).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0007).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -20,7 +20,17 @@
 -- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
 -- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
 -- render.search_json) or pglogic.term_cache.
--- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
+-- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
+-- words in this order: pglogic.query.Match), searched in the corpus's lexical index (the
+-- generated tsvector column "tsv", GIN-indexed, in the text search configuration
+-- pglogic.corpora.lexical_config) with phraseto_tsquery; option "lexical" chooses its truth value,
+-- "crisp" (the default: 1 when the document's words match, else 0) or "rank" (ts_rank_cd(tsv, q,
+-- 32) = r / (r + 1), 0 without a match), used as it is by every operator family (no truth map).
+-- Positive lexical terms scan the GIN index for candidates (ranked, depth rows each), negated
+-- ones never do; the guide vector and the AND texts are computed from the formula without its
+-- lexical terms (pglogic._semantic_part). Option "mode" is "fuzzy" (the only mode here).
+-- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
+-- options.
 --
 -- Since migration 0005 the function plans like the Python search (pglogic.store.search.search,
 -- fuzzy mode) and builds the statement of pglogic.engine.compile.compile_query text for text,
@@ -29,12 +39,13 @@
 -- positive polarity plus the scan along the guide vector (pglogic._guide_vector, the ascent of
 -- pglogic.engine.guide in double precision), the guide's scan alone (guide_suffices) or each
 -- term's top k (union_suffices), the same depths and hnsw settings, and the exact plan again
--- when a filtered plan returns fewer than k rows. With the same term vectors and guide vector
--- (render.search_json passes the one Python computes) it returns the same rows with the same
--- scores. Values are bound as parameters ($1 term vectors, $2 guide vector, $3 depth, $4 gdepth,
--- $5 k, $6 filter parameters); identifiers are always quoted (pglogic._qi); operator names are
--- checked against fixed lists before they choose an SQL fragment. pglogic.search_plan(corpus,
--- query) shows the plan and statement without running it. Not here: the nsfl and sqo modes,
+-- when a filtered plan (or, since 0007, a plan with lexical scans) returns fewer than k rows.
+-- With the same term vectors and guide vector (render.search_json passes the one Python
+-- computes) it returns the same rows with the same scores. Values are bound as parameters ($1
+-- term vectors, $2 guide vector, $3 depth, $4 gdepth, $5 k, $6 filter parameters, $7 the text
+-- search configuration, $8 the lexical terms); identifiers are always quoted (pglogic._qi);
+-- operator names are checked against fixed lists before they choose an SQL fragment.
+-- pglogic.search_plan(corpus, query) shows the plan and statement without running it. Not here: the nsfl and sqo modes,
 -- the statement cache and timeouts (set statement_timeout in the transaction).
 
 -- The vector type must be visible while the functions are created (plpgsql resolves declared
@@ -381,7 +392,9 @@ $fn$;
 -- the tree ----------------------------------------------------------------------------------
 
 -- Validate a tree and collect its distinct terms in order of first appearance (pre-order, like
--- pglogic.query.terms): [{"term": ..., "positive": bool, "vector": json | null}, ...].
+-- pglogic.query.terms): [{"term": ..., "positive": bool, "vector": json | null}, ...], and since
+-- migration 0007 its distinct lexical terms among them (pglogic.query.matches): {"match": ...,
+-- "positive": bool}.
 CREATE OR REPLACE FUNCTION pglogic._collect_terms(
     node jsonb, positive boolean, acc jsonb, level integer
 )
@@ -404,8 +417,27 @@ BEGIN
         node := jsonb_build_object('term', node);
     END IF;
     IF node IS NULL OR jsonb_typeof(node) <> 'object' THEN
-        RAISE EXCEPTION 'Invalid query node %: expected {"term": ...} or {"op": ...}',
+        RAISE EXCEPTION 'Invalid query node %: expected {"term": ...}, {"match": ...} or {"op": ...}',
             pglogic._show(node) USING ERRCODE = '22023';
+    END IF;
+    IF node ? 'match' THEN
+        -- a lexical term (since migration 0007): a word or a phrase, nothing else
+        IF jsonb_typeof(node -> 'match') <> 'string' OR btrim(node ->> 'match') = '' THEN
+            RAISE EXCEPTION 'Invalid lexical term %: "match" takes a word or a phrase (a non-blank '
+                'string)', pglogic._show(node -> 'match') USING ERRCODE = '22023';
+        END IF;
+        IF (SELECT count(*) FROM jsonb_object_keys(node)) > 1 THEN
+            RAISE EXCEPTION 'Invalid query node %: a lexical term is {"match": "words"} alone (no '
+                'vector, no other key)', pglogic._show(node) USING ERRCODE = '22023';
+        END IF;
+        t := node ->> 'match';
+        FOR i IN 0 .. jsonb_array_length(acc) - 1 LOOP
+            IF acc -> i ->> 'match' = t THEN
+                RETURN jsonb_set(acc, ARRAY[i::text, 'positive'],
+                                 to_jsonb((acc -> i ->> 'positive')::boolean OR positive));
+            END IF;
+        END LOOP;
+        RETURN acc || jsonb_build_array(jsonb_build_object('match', t, 'positive', positive));
     END IF;
     IF node ? 'term' THEN
         IF jsonb_typeof(node -> 'term') <> 'string' OR btrim(node ->> 'term') = '' THEN
@@ -437,7 +469,7 @@ BEGIN
             jsonb_build_object('term', t, 'positive', positive, 'vector', vec));
     END IF;
     IF jsonb_typeof(node -> 'op') IS DISTINCT FROM 'string' THEN
-        RAISE EXCEPTION 'Invalid query node %: expected {"term": ...} or {"op": ...}',
+        RAISE EXCEPTION 'Invalid query node %: expected {"term": ...}, {"match": ...} or {"op": ...}',
             pglogic._show(node) USING ERRCODE = '22023';
     END IF;
     op := lower(node ->> 'op');
@@ -488,6 +520,9 @@ BEGIN
     END IF;
     IF node ? 'term' THEN
         RETURN node ->> 'term';
+    END IF;
+    IF node ? 'match' THEN
+        RETURN node ->> 'match';
     END IF;
     op := lower(node ->> 'op');
     IF op = 'not' THEN
@@ -546,17 +581,54 @@ BEGIN
 END
 $fn$;
 
+-- The tree without its lexical terms, or null when nothing else is left (pglogic.query.
+-- semantic_part): an AND or OR left with one operand is that operand, a NOT of nothing is nothing.
+-- What the guide vector and the AND texts are computed from (since migration 0007).
+CREATE OR REPLACE FUNCTION pglogic._semantic_part(node jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    child jsonb;
+    kept jsonb := '[]';
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' THEN
+        RETURN node;
+    END IF;
+    IF node ? 'match' THEN
+        RETURN NULL;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        child := pglogic._semantic_part(coalesce(node -> 'arg', node -> 'args' -> 0));
+        RETURN CASE WHEN child IS NOT NULL THEN jsonb_build_object('op', 'not', 'arg', child) END;
+    END IF;
+    FOR child IN SELECT pglogic._semantic_part(a.value)
+                 FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        IF child IS NOT NULL THEN
+            kept := kept || jsonb_build_array(child);
+        END IF;
+    END LOOP;
+    RETURN CASE jsonb_array_length(kept) WHEN 0 THEN NULL WHEN 1 THEN kept -> 0
+                ELSE jsonb_build_object('op', op, 'args', kept) END;
+END
+$fn$;
+
 -- The phrase of an AND node's positive operands when it has two or more, else null
--- (pglogic.engine.conjunction._phrase).
+-- (pglogic.engine.conjunction._phrase); since migration 0007 of their semantic parts (lexical
+-- terms are left out: the phrase is embedded).
 CREATE OR REPLACE FUNCTION pglogic._and_phrase(node jsonb)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (SELECT CASE WHEN count(*) >= 2
                     THEN pglogic._to_text(jsonb_build_object('op', 'and',
-                                          'args', jsonb_agg(a.value ORDER BY a.ordinality)))
+                                          'args', jsonb_agg(s.part ORDER BY a.ordinality)))
                END
         FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
-        WHERE jsonb_typeof(a.value) <> 'object' OR coalesce(lower(a.value ->> 'op'), '') <> 'not');
+        CROSS JOIN LATERAL (SELECT pglogic._semantic_part(a.value) AS part) AS s
+        WHERE (jsonb_typeof(a.value) <> 'object' OR coalesce(lower(a.value ->> 'op'), '') <> 'not')
+          AND s.part IS NOT NULL);
 
 -- The scored texts (pglogic.engine.conjunction.scored_terms): acc (the query's terms), then the
 -- phrase of every AND with two or more positive operands, in tree order, each once.
@@ -568,7 +640,7 @@ DECLARE
     phrase text;
     child jsonb;
 BEGIN
-    IF jsonb_typeof(node) <> 'object' OR node ? 'term' THEN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
         RETURN acc;
     END IF;
     op := lower(node ->> 'op');
@@ -605,10 +677,12 @@ END;
 -- renders for pglogic.engine.conjunction.with_and_texts(tree, and_text): the same operations in
 -- the same order, so scores are bit for bit the same. Since migration 0006: the NOT
 -- complement^G, and each AND's phrase (a scored text of terms[]) joining the AND and_text times,
--- once beside a negated operand.
+-- once beside a negated operand. Since migration 0007: lexical term matches[j] is column
+-- "l{j-1}", its truth value as it is (no truth map).
 DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text);
 CREATE OR REPLACE FUNCTION pglogic._score_sql(
-    node jsonb, terms text[], ops text[], truth text, and_text integer DEFAULT 0
+    node jsonb, terms text[], ops text[], truth text, and_text integer DEFAULT 0,
+    matches text[] DEFAULT '{}'
 )
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
@@ -627,10 +701,13 @@ BEGIN
         RETURN pglogic._truth_sql(
             pglogic._qi('s' || (array_position(terms, node ->> 'term') - 1)), truth);
     END IF;
+    IF node ? 'match' THEN
+        RETURN pglogic._qi('l' || (array_position(matches, node ->> 'match') - 1));
+    END IF;
     op := lower(node ->> 'op');
     IF op = 'not' THEN
         x := pglogic._score_sql(coalesce(node -> 'arg', node -> 'args' -> 0), terms, ops, truth,
-                                and_text);
+                                and_text, matches);
         RETURN CASE ops[3]
             WHEN 'complement' THEN format('(1.0 - %s)', x)
             WHEN 'reciprocal' THEN format('(1.0 / GREATEST(%s, 1e-06))', x)
@@ -638,7 +715,8 @@ BEGIN
         END;
     END IF;
     FOR i IN 0 .. jsonb_array_length(node -> 'args') - 1 LOOP
-        parts := parts || pglogic._score_sql(node -> 'args' -> i, terms, ops, truth, and_text);
+        parts := parts || pglogic._score_sql(node -> 'args' -> i, terms, ops, truth, and_text,
+                                             matches);
     END LOOP;
     IF op = 'and' AND and_text > 0 THEN
         phrase := pglogic._and_phrase(node);
@@ -855,7 +933,8 @@ DECLARE
     child record;
     n_holding integer := 0;
 BEGIN
-    IF jsonb_typeof(node) = 'string' OR node ? 'term' THEN
+    IF jsonb_typeof(node) = 'string' OR node ? 'term' OR node ? 'match' THEN
+        -- (since migration 0007 a lexical term too: a positive one needs a scan of its own)
         holds := positive;
         disjunctive := false;
         RETURN;
@@ -893,7 +972,7 @@ BEGIN
     IF jsonb_typeof(node) = 'string' OR node ? 'term' THEN
         RETURN true;
     END IF;
-    IF lower(node ->> 'op') <> 'or' THEN
+    IF node ? 'match' OR lower(node ->> 'op') <> 'or' THEN
         RETURN false;
     END IF;
     RETURN (SELECT bool_and(pglogic._disjunction(a.e))
@@ -1069,7 +1148,9 @@ $fn$;
 -- choice of the exact plan (pglogic.engine.plans.prefer_exact), the plan, its depths and hnsw
 -- settings, the guide vector, and the statement, text for text the compiler's with its
 -- placeholders numbered: $1[i] the i-th term's vector (%(v{i-1})s), $2 the guide vector
--- (%(vg)s), $3 depth, $4 gdepth, $5 k, $6[j] the j-th filter parameter (text).
+-- (%(vg)s), $3 depth, $4 gdepth, $5 k, $6[j] the j-th filter parameter (text), and since
+-- migration 0007 $7 the text search configuration of the corpus's lexical index (%(lcfg)s,
+-- text) and $8[j] the j-th lexical term (%(q{j-1})s, text).
 CREATE OR REPLACE FUNCTION pglogic._plan(
     corpus text,
     query jsonb,
@@ -1088,13 +1169,18 @@ CREATE OR REPLACE FUNCTION pglogic._plan(
     OUT selectivity double precision,
     OUT matching_rows double precision,
     OUT operators text,
-    OUT truth text
+    OUT truth text,
+    OUT lexical text[],
+    OUT candidate_lexical text[],
+    OUT lexical_truth text,
+    OUT text_config text
 )
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
-                                     'filters', 'and_text', 'vectors'];
+                                     'filters', 'and_text', 'vectors', 'lexical', 'mode'];
+    tsv constant text := '"d"."tsv"';  -- pglogic.engine.compile.LEXICAL_COLUMN
     c record;
     cal record;
     existing text;
@@ -1140,8 +1226,13 @@ DECLARE
     and_text integer;
     n_texts integer;
     given jsonb;
+    mode text;
+    bad text;
+    sim_items text[];
+    sim_names text[];
+    tsq text;
 BEGIN
-    SELECT co.id, co.table_name, e.model, e.dim, e.column_name INTO c
+    SELECT co.id, co.table_name, e.model, e.dim, e.column_name, co.lexical_config INTO c
     FROM pglogic.corpora co
     JOIN pglogic.embeddings e ON e.corpus_id = co.id AND e.is_active
     WHERE co.name = corpus;
@@ -1165,7 +1256,7 @@ BEGIN
                     quote_literal(key), array_to_string(allowed, ', ') USING ERRCODE = '22023';
             END IF;
         END LOOP;
-    ELSIF query ? 'op' OR query ? 'term' THEN
+    ELSIF query ? 'op' OR query ? 'term' OR query ? 'match' THEN
         tree := query;
         opts := '{}';
     ELSE
@@ -1210,6 +1301,15 @@ BEGIN
         truth := format('sigmoid:%s:%s', pglogic._float_text(cal.tau),
                         pglogic._float_text(cal.lam));
     END IF;
+    -- since migration 0007: a lexical term's truth (pglogic.engine.options.LEXICAL), the mode
+    lexical_truth := coalesce(nullif(opts -> 'lexical', 'null') #>> '{}', 'crisp');
+    IF jsonb_typeof(opts -> 'lexical') NOT IN ('string', 'null')
+       OR NOT lexical_truth = ANY (ARRAY['crisp', 'rank']) THEN
+        RAISE EXCEPTION 'Unknown lexical truth %: valid values are crisp, rank',
+            CASE WHEN jsonb_typeof(opts -> 'lexical') = 'string' THEN quote_literal(lexical_truth)
+                 ELSE pglogic._show(opts -> 'lexical') END USING ERRCODE = '22023';
+    END IF;
+    mode := coalesce(nullif(opts -> 'mode', 'null') #>> '{}', 'fuzzy');
     exact := pglogic._bool_option(opts, 'exact', false);
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
@@ -1227,12 +1327,49 @@ BEGIN
     END IF;
 
     collected := pglogic._collect_terms(tree, true, '[]', 1);
+    -- the lexical terms (pglogic.query.matches, positive_matches), then the terms alone
+    lexical := ARRAY(SELECT x.e ->> 'match' FROM jsonb_array_elements(collected)
+                     WITH ORDINALITY AS x(e, n) WHERE x.e ? 'match' ORDER BY x.n);
+    candidate_lexical := ARRAY(SELECT x.e ->> 'match' FROM jsonb_array_elements(collected)
+                               WITH ORDINALITY AS x(e, n)
+                               WHERE x.e ? 'match' AND (x.e ->> 'positive')::boolean ORDER BY x.n);
+    collected := coalesce((SELECT jsonb_agg(x.e ORDER BY x.n) FROM jsonb_array_elements(collected)
+                           WITH ORDINALITY AS x(e, n) WHERE x.e ? 'term'), '[]');
     terms := ARRAY(SELECT x.e ->> 'term' FROM jsonb_array_elements(collected)
                    WITH ORDINALITY AS x(e, n) ORDER BY x.n);
     candidate_terms := ARRAY(SELECT x.e ->> 'term' FROM jsonb_array_elements(collected)
                              WITH ORDINALITY AS x(e, n)
                              WHERE (x.e ->> 'positive')::boolean ORDER BY x.n);
     n_terms := cardinality(terms);
+    -- the SQL function has the fuzzy mode only (pglogic.engine.render.search_json)
+    IF mode <> 'fuzzy' OR jsonb_typeof(opts -> 'mode') NOT IN ('string', 'null') THEN
+        mode := CASE WHEN jsonb_typeof(opts -> 'mode') = 'string' THEN quote_literal(mode)
+                     ELSE pglogic._show(opts -> 'mode') END;
+        IF cardinality(lexical) > 0 THEN  -- pglogic.engine.compile._check_lexical
+            RAISE EXCEPTION 'Lexical terms (match:...) are scored in the fuzzy mode only, not in '
+                'mode %', mode USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION 'pglogic.search (SQL) has the fuzzy mode only, not %', mode
+            USING ERRCODE = '22023';
+    END IF;
+    IF cardinality(lexical) > 0 THEN
+        -- the corpus's lexical index (pglogic.store.lexical), and a searchable word in each term
+        -- (pglogic.store.search.check_lexical_terms)
+        IF c.lexical_config IS NULL THEN
+            RAISE EXCEPTION 'match:"%" needs a lexical index, and corpus % has none: add it with '
+                '`pglogic corpus lexical %`', replace(replace(lexical[1], '\', '\\'), '"', '\"'),
+                quote_literal(corpus), corpus USING ERRCODE = '22023';
+        END IF;
+        text_config := c.lexical_config;
+        SELECT u.t INTO bad FROM unnest(lexical) WITH ORDINALITY AS u(t, i)
+        WHERE numnode(phraseto_tsquery(text_config::regconfig, u.t)) = 0 ORDER BY u.i LIMIT 1;
+        IF bad IS NOT NULL THEN
+            bad := '"' || replace(replace(bad, '\', '\\'), '"', '\"') || '"';
+            RAISE EXCEPTION 'match:% has no word that the corpus''s lexical index holds (% drops '
+                'stop words and punctuation); use another word or a semantic term %', bad,
+                text_config, bad USING ERRCODE = '22023';
+        END IF;
+    END IF;
     single := jsonb_typeof(tree) = 'string' OR tree ? 'term';
     IF single THEN
         and_text := 0;
@@ -1280,20 +1417,32 @@ BEGIN
         END IF;
     END IF;
 
-    -- pglogic.engine.compile: the shared parts
-    sims := (SELECT string_agg(format(
-                 'coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0) AS %s',
-                 emb, n, c.dim, pglogic._qi('s' || (n - 1))), ', ' ORDER BY n)
-             FROM generate_series(1, n_texts) AS n);
-    cols := (SELECT string_agg(pglogic._qi('s' || (n - 1)), ', ' ORDER BY n)
-             FROM generate_series(1, n_texts) AS n);
-    score := pglogic._score_sql(tree, terms, ops, truth, and_text);
+    -- pglogic.engine.compile: the shared parts: each text's similarity s{i}, then (since 0007)
+    -- each lexical term's truth l{j} (pglogic.engine.compile._lexical_truth)
+    sim_items := ARRAY(SELECT format(
+                           'coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0) AS %s',
+                           emb, n, c.dim, pglogic._qi('s' || (n - 1)))
+                       FROM generate_series(1, n_texts) AS n ORDER BY n);
+    sim_names := ARRAY(SELECT 's' || (n - 1) FROM generate_series(1, n_texts) AS n ORDER BY n);
+    FOR j IN 1 .. cardinality(lexical) LOOP
+        tsq := format('phraseto_tsquery($7::regconfig, $8[%s])', j);
+        sim_items := sim_items || format(
+            CASE WHEN lexical_truth = 'rank'
+                 THEN 'CASE WHEN %1$s @@ %2$s THEN ts_rank_cd(%1$s, %2$s, 32) ELSE 0 END'
+                 ELSE 'CASE WHEN %1$s @@ %2$s THEN 1 ELSE 0 END' END || '::float8 AS %3$s',
+            tsv, tsq, pglogic._qi('l' || (j - 1)));
+        sim_names := sim_names || ('l' || (j - 1));
+    END LOOP;
+    sims := array_to_string(sim_items, ', ');
+    cols := (SELECT string_agg(pglogic._qi(x.col), ', ' ORDER BY x.n)
+             FROM unnest(sim_names) WITH ORDINALITY AS x(col, n));
+    score := pglogic._score_sql(tree, terms, ops, truth, and_text, lexical);
     final := format(
         'SELECT "d"."id", "d"."external_id", "d"."title", "d"."metadata", top.score, %s' || E'\n'
         || 'FROM (SELECT "id", %s AS score, %s FROM "sims" ORDER BY score DESC, "id" LIMIT $5) top'
         || ' JOIN %s "d" ON "d"."id" = top."id"' || E'\n' || 'ORDER BY top.score DESC, top."id"',
-        (SELECT string_agg('top.' || pglogic._qi('s' || (n - 1)), ', ' ORDER BY n)
-         FROM generate_series(1, n_texts) AS n),
+        (SELECT string_agg('top.' || pglogic._qi(x.col), ', ' ORDER BY x.n)
+         FROM unnest(sim_names) WITH ORDINALITY AS x(col, n)),
         score, cols, tbl);
     exact_statement := format(
         'WITH sims AS (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s)' || E'\n' || '%s',
@@ -1305,6 +1454,7 @@ BEGIN
         statement := exact_statement;
         exact_statement := NULL;
         candidate_terms := '{}';
+        candidate_lexical := '{}';
     END IF;
 
     vectors := '{}';
@@ -1341,12 +1491,14 @@ BEGIN
         RETURN;
     END IF;
 
-    IF cardinality(candidate_terms) = 0 THEN
+    IF cardinality(candidate_terms) = 0 AND cardinality(candidate_lexical) = 0 THEN
         RAISE EXCEPTION 'The query has no positive term to find candidates with (every term '
             'is negated); set "exact": true to scan every document' USING ERRCODE = '22023';
     END IF;
-    IF NOT filtered THEN
-        exact_statement := NULL;  -- (the exact fallback is for filtered scans)
+    IF NOT filtered AND cardinality(candidate_lexical) = 0 THEN
+        -- (the exact fallback is for filtered scans, and for lexical scans, which return only
+        -- the documents that match: fewer than k when few do)
+        exact_statement := NULL;
     END IF;
 
     -- pglogic.engine.compile._depths: the plan's scans and depths
@@ -1358,12 +1510,16 @@ BEGIN
                     >= ARRAY[0, 8], false)
     INTO server_iterative FROM pg_extension x WHERE x.extname = 'vector';
     iterative := coalesce(server_iterative, false) AND iterative;
-    depth := GREATEST(coalesce(user_depth,
-                               pglogic._default_depth(k, cardinality(candidate_terms))), k);
+    -- (a scan per positive term and per positive lexical term)
+    depth := GREATEST(coalesce(user_depth, pglogic._default_depth(
+        k, cardinality(candidate_terms) + cardinality(candidate_lexical))), k);
     guided := use_guide AND n_terms > 1;
-    guide_only := guided AND n_terms >= 2
+    -- a positive lexical term's matches come from its own scan, and the guide knows nothing of
+    -- words: no plan that leaves the term scans out
+    guide_only := guided AND cardinality(candidate_lexical) = 0 AND n_terms >= 2
         AND coalesce(NOT term_scans, pglogic._guide_suffices(tree));
-    union_plan := guided AND term_scans IS NULL AND pglogic._union_suffices(tree, ops[2]);
+    union_plan := guided AND cardinality(candidate_lexical) = 0 AND term_scans IS NULL
+        AND pglogic._union_suffices(tree, ops[2]);
     IF union_plan THEN  -- each term's top k, at a single-term query's ef_search; no guide
         guided := false;
         depth := coalesce(user_depth, k);
@@ -1423,13 +1579,19 @@ BEGIN
             j := array_position(terms, key);
             scans := scans || ARRAY[pglogic._qi('c' || (j - 1)), format('$1[%s]', j), '$3'];
         END LOOP;
+        FOREACH key IN ARRAY candidate_lexical LOOP  -- the lexical index's scans
+            j := array_position(lexical, key);
+            scans := scans || ARRAY[pglogic._qi('x' || (j - 1)), format('$8[%s]', j), '$3'];
+        END LOOP;
     END IF;
     IF guided THEN
         scans := scans || ARRAY['"g"', '$2', '$4'];
         IF given_guide IS NULL THEN
             -- the user's formula alone: its terms and their vectors (pglogic.engine.guide)
-            guide := pglogic._guide_vector(tree, terms[1:n_terms], positive, vectors[1:n_terms],
-                                           ops, truth);
+            -- (without its lexical terms: pglogic.engine.compile.CompiledQuery.guide_vector)
+            guide := pglogic._guide_vector(
+                CASE WHEN cardinality(lexical) > 0 THEN pglogic._semantic_part(tree) ELSE tree END,
+                terms[1:n_terms], positive, vectors[1:n_terms], ops, truth);
         ELSE
             guide := CASE WHEN jsonb_typeof(given_guide) = 'array' THEN given_guide::text::vector
                           ELSE (given_guide #>> '{}')::vector END;
@@ -1443,6 +1605,15 @@ BEGIN
         gdepth := NULL;
     END IF;
     FOR i IN 1 .. cardinality(scans) / 3 LOOP
+        IF scans[3 * i - 2] LIKE '"x%' THEN
+            -- a lexical term's matches, best ranked first (the GIN index)
+            tsq := format('phraseto_tsquery($7::regconfig, %s)', scans[3 * i - 1]);
+            ctes := ctes || format(
+                '%s AS MATERIALIZED (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s'
+                ' AND %s @@ %s ORDER BY ts_rank_cd(%s, %s, 32) DESC, "d"."id" LIMIT %s)',
+                scans[3 * i - 2], sims, tbl, emb, cond, tsv, tsq, tsv, tsq, scans[3 * i]);
+            CONTINUE;
+        END IF;
         ctes := ctes || format(
             '%s AS MATERIALIZED (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s'
             ' ORDER BY %s <=> %s::vector(%s) LIMIT %s)',
@@ -1467,55 +1638,72 @@ RETURNS TABLE (
     title text,
     metadata jsonb,
     score double precision,
-    similarities jsonb
+    similarities jsonb,
+    lexical jsonb
 )
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     p record;
     s record;
     saved jsonb := '{}';
-    -- the statement's rows (its columns, then the similarities as one JSON object), best first
+    -- the statement's rows (its columns, then the similarities and, since migration 0007, the
+    -- lexical terms' truth values as JSON objects), best first
     wrap constant text := 'SELECT array_agg(r."id" ORDER BY r.score DESC, r."id"),'
         ' array_agg(r."external_id" ORDER BY r.score DESC, r."id"),'
         ' array_agg(r."title" ORDER BY r.score DESC, r."id"),'
         ' array_agg(r."metadata" ORDER BY r.score DESC, r."id"),'
         ' array_agg(r.score ORDER BY r.score DESC, r."id"),'
-        ' array_agg((SELECT jsonb_object_agg(u.term, u.sim) FROM unnest($7::text[], ARRAY[%s])'
-        ' AS u(term, sim)) ORDER BY r.score DESC, r."id") FROM (%s) r';
+        ' array_agg(%s ORDER BY r.score DESC, r."id"),'
+        ' array_agg(%s ORDER BY r.score DESC, r."id") FROM (%s) r';
+    -- a JSON object of names ($9 or $8) and the statement's columns
+    object constant text := '(SELECT jsonb_object_agg(u.name, u.value) FROM unnest(%s::text[],'
+        ' ARRAY[%s]::float8[]) AS u(name, value))';
     sims text;
+    lex text;
     ids bigint[];
     external_ids text[];
     titles text[];
     metadatas jsonb[];
     scores double precision[];
     similarity jsonb[];
+    lexicals jsonb[];
 BEGIN
     SELECT * INTO p FROM pglogic._plan(corpus, query);
-    sims := (SELECT string_agg(format('r.%s', pglogic._qi('s' || (n - 1))), ', ' ORDER BY n)
-             FROM generate_series(1, cardinality(p.terms)) AS n);
+    sims := coalesce((SELECT format(object, '$9', string_agg(format('r.%s',
+                                    pglogic._qi('s' || (n - 1))), ', ' ORDER BY n))
+                      FROM generate_series(1, cardinality(p.terms)) AS n
+                      HAVING count(*) > 0), '''{}''::jsonb');
+    lex := coalesce((SELECT format(object, '$8', string_agg(format('r.%s',
+                                   pglogic._qi('l' || (n - 1))), ', ' ORDER BY n))
+                     FROM generate_series(1, cardinality(p.lexical)) AS n
+                     HAVING count(*) > 0), '''{}''::jsonb');
     -- SET LOCAL (set_config(..., true)) for the statement, then back to the caller's values
     FOR s IN SELECT x.key, x.value FROM jsonb_each_text(p.settings) AS x LOOP
         saved := saved || jsonb_build_object(s.key, current_setting(s.key, true));
         PERFORM set_config(s.key, s.value, true);
     END LOOP;
-    EXECUTE format(wrap, sims, p.statement)
-        INTO ids, external_ids, titles, metadatas, scores, similarity
-        USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.terms;
+    EXECUTE format(wrap, sims, lex, p.statement)
+        INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
+        USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.text_config,
+              p.lexical, p.terms;
     IF p.exact_statement IS NOT NULL AND coalesce(cardinality(ids), 0) < p.k THEN
         -- The filtered index scans found fewer than k rows (a rare filter, a scan that stopped
-        -- at hnsw.max_scan_tuples or at ef_search without iterative scans): score every
-        -- matching row instead, as pglogic.store.search.search does.
-        EXECUTE format(wrap, sims, p.exact_statement)
-            INTO ids, external_ids, titles, metadatas, scores, similarity
-            USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.terms;
+        -- at hnsw.max_scan_tuples or at ef_search without iterative scans), or the lexical
+        -- scans did (few documents match): score every matching row instead, as
+        -- pglogic.store.search.search does.
+        EXECUTE format(wrap, sims, lex, p.exact_statement)
+            INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
+            USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.text_config,
+                  p.lexical, p.terms;
     END IF;
     FOR s IN SELECT x.key, x.value FROM jsonb_each_text(saved) AS x WHERE x.value IS NOT NULL LOOP
         PERFORM set_config(s.key, s.value, true);
     END LOOP;
     RETURN QUERY
-        SELECT u.id, u.external_id, u.title, u.metadata, u.score, u.similarities
-        FROM unnest(ids, external_ids, titles, metadatas, scores, similarity)
-             WITH ORDINALITY AS u(id, external_id, title, metadata, score, similarities, n)
+        SELECT u.id, u.external_id, u.title, u.metadata, u.score, u.similarities, u.lexical
+        FROM unnest(ids, external_ids, titles, metadatas, scores, similarity, lexicals)
+             WITH ORDINALITY AS u(id, external_id, title, metadata, score, similarities, lexical,
+                                  n)
         ORDER BY u.n;
 END
 $fn$;
@@ -1536,10 +1724,17 @@ RETURN (
         'parameters', jsonb_build_array('$1 vector[]: the terms'' vectors ($1[i]: term i)',
                                         '$2 vector: the guide vector', '$3 integer: depth',
                                         '$4 integer: gdepth', '$5 integer: k',
-                                        '$6 text[]: the filters'' parameters'),
+                                        '$6 text[]: the filters'' parameters',
+                                        '$7 text: the text search configuration of the '
+                                        'lexical index',
+                                        '$8 text[]: the lexical terms ($8[j]: lexical term j)'),
         'plan', p.plan,
         'terms', to_jsonb(p.terms),
         'candidate_terms', to_jsonb(p.candidate_terms),
+        'lexical', to_jsonb(p.lexical),
+        'candidate_lexical', to_jsonb(p.candidate_lexical),
+        'lexical_truth', p.lexical_truth,
+        'text_config', p.text_config,
         'guide', CASE WHEN p.guide IS NOT NULL THEN to_jsonb(p.guide::real[]::double precision[]) END,
         'filter_values', to_jsonb(p.filter_values),
         'selectivity', p.selectivity,

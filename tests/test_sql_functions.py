@@ -1,4 +1,4 @@
-"""The SQL functions of migrations 0002-0005: fuzzy operators, pglogic.search, the term cache.
+"""The SQL functions of migrations 0002-0007: fuzzy operators, pglogic.search, the term cache.
 
 The operators are checked against their NumPy faces on a grid; ``pglogic.search`` is checked
 against the Python path (``pglogic.store.search.search``) on 200 real Reuters documents embedded
@@ -6,7 +6,8 @@ with all-MiniLM-L6-v2, at default options (guide scan, guide-only and union plan
 filters included: same ids in the same order, scores and similarities to 1e-9. The statement
 ``pglogic.search_plan`` shows is the compiler's, text for text, for every query shape and plan
 (a 20,000-row synthetic corpus gives the filtered plans); the planning heuristics, the guide
-vector and the filters' SQL are compared one by one.
+vector and the filters' SQL are compared one by one. Lexical terms (``{"match": ...}``, since
+migration 0007) are compared the same ways: ranks, truth values and statements.
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ from pglogic.engine.plans import (
     union_suffices,
 )
 from pglogic.engine.render import filter_json, function_statement, json_tree, search_json
+from pglogic.engine.source import Corpus
 from pglogic.errors import PglogicError
 from pglogic.eval.calibrate import Calibration
-from pglogic.query import parse, positive_terms, terms, to_text, to_tree
+from pglogic.query import (
+    matches,
+    parse,
+    positive_terms,
+    semantic_part,
+    terms,
+    to_text,
+    to_tree,
+)
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.calibration_store import (
@@ -61,6 +71,7 @@ from pglogic.store.calibration_store import (
 )
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
+from pglogic.store.lexical import add_lexical_index
 from pglogic.store.search import Hit, estimate_filter, search
 from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
 from tests.conftest import TEMPLATE_DB, Server, reuters_database
@@ -94,10 +105,14 @@ class FixedEmbedder:
 @pytest.fixture(scope="module")
 def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]:
     """A database with corpus 'news': 200 Reuters documents, HNSW index; their metadata also
-    holds a number n, a numeric string ns and a number or a string x, for the filters."""
+    holds a number n, a numeric string ns and a number or a string x, for the filters; a lexical
+    index (english)."""
     for dsn in reuters_database(pg_server, "t_sqlfn", 200):
         with connect(dsn) as c:
-            table = get_corpus(c, "news").table
+            corpus = get_corpus(c, "news")
+            if corpus.lexical_config != "english":
+                add_lexical_index(c, corpus, "english")
+            table = corpus.table
             c.execute(
                 sql.SQL(
                     "UPDATE {} SET metadata = metadata || jsonb_build_object('n', id % 10,"
@@ -125,7 +140,7 @@ def fixed(minilm: Any) -> FixedEmbedder:
 def sql_search(conn: Conn, corpus: str, query: Any) -> list[tuple[Any, ...]]:
     try:
         return conn.execute(
-            "SELECT id, external_id, title, metadata, score, similarities"
+            "SELECT id, external_id, title, metadata, score, similarities, lexical"
             " FROM pglogic.search(%s, %s)",
             (corpus, Jsonb(query)),
         ).fetchall()
@@ -146,12 +161,15 @@ def message(exc: psycopg.Error) -> str:
 
 def assert_same(hits: list[Hit], rows: list[tuple[Any, ...]]) -> None:
     assert [r[0] for r in rows] == [h.id for h in hits]
-    for h, (_id, ext, title, metadata, score, sims) in zip(hits, rows, strict=True):
+    for h, (_id, ext, title, metadata, score, sims, lexical) in zip(hits, rows, strict=True):
         assert (ext, title, metadata) == (h.external_id, h.title, h.metadata)
         assert abs(score - h.score) <= 1e-9, (h.external_id, score, h.score)
         assert set(sims) == set(h.similarities)
         for term, value in h.similarities.items():
             assert abs(sims[term] - value) <= 1e-9
+        assert set(lexical) == set(h.lexical)
+        for text, value in h.lexical.items():
+            assert abs(lexical[text] - value) <= 1e-9
 
 
 # -- the operators as SQL functions ----------------------------------------------------------------
@@ -401,21 +419,25 @@ def test_exact_mode_scores_every_document_like_python(news: Conn, fixed: FixedEm
     assert_same(hits, rows)
 
 
+#: The parameter types of the statement of ``pglogic.search_plan`` ($1 to $8).
+PARAMETER_TYPES = "vector[], vector, integer, integer, integer, text[], text, text[]"
+
+
 def run_statement(conn: Conn, plan: dict[str, Any], vectors: list[list[float]]) -> list[Any]:
     """Run the statement of ``pglogic.search_plan`` with its parameters and settings."""
     conn.execute(
-        sql.SQL("PREPARE q(vector[], vector, integer, integer, integer, text[]) AS {}").format(
-            sql.SQL(plan["statement"])
-        )
+        sql.SQL("PREPARE q({}) AS {}").format(sql.SQL(PARAMETER_TYPES), sql.SQL(plan["statement"]))
     )
     for name, value in plan["settings"].items():
         conn.execute("SELECT set_config(%s, %s, true)", (name, value))
     texts = [f"[{','.join(map(str, v))}]" for v in vectors]
     guide = None if plan["guide"] is None else f"[{','.join(map(str, plan['guide']))}]"
-    values = (texts, guide, plan["depth"], plan["gdepth"], plan["k"], plan["filter_values"])
+    values = (texts, guide, plan["depth"], plan["gdepth"], plan["k"], plan["filter_values"],
+              plan["text_config"], plan["lexical"])  # fmt: skip
     rows = conn.execute(  # (EXECUTE takes no bind parameters: literals)
         sql.SQL(
-            "EXECUTE q({}::text[]::vector[], {}::vector, {}::int, {}::int, {}::int, {}::text[])"
+            "EXECUTE q({}::text[]::vector[], {}::vector, {}::int, {}::int, {}::int, {}::text[],"
+            " {}::text, {}::text[])"
         ).format(*map(sql.Literal, values))
     ).fetchall()
     conn.execute("DEALLOCATE q")
@@ -466,6 +488,206 @@ def test_a_filtered_scan_that_returns_too_few_rows_falls_back_to_the_exact_plan(
     assert_same(result.hits, rows)
 
 
+# -- lexical terms (match, since migration 0007) ---------------------------------------------------
+
+LEXICAL_QUERIES = [
+    '"grain exports" AND NOT match:wheat',  # a lexical NOT: no lexical scan
+    '"crude oil" OR match:opec',  # a lexical OR: its own scan of the GIN index
+    'match:"natural gas" AND "prices"',  # a phrase
+    '"trade" AND match:japan AND "deficit"',  # two terms, a lexical term, the guide, an AND text
+    'match:oil AND NOT match:"natural gas"',  # lexical terms only
+    "match:wheat",
+]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("lexical", ["crisp", "rank"])
+@pytest.mark.parametrize("query", LEXICAL_QUERIES)
+def test_lexical_terms_rank_like_python(
+    news: Conn, fixed: FixedEmbedder, query: str, lexical: str
+) -> None:
+    """Approximate (the lexical scans, the guide given or computed in SQL) and exact: the same
+    ids, scores, similarities and lexical truth values."""
+    for exact in (False, True):
+        opts = SearchOptions(k=10, lexical=lexical, exact=exact)
+        hits, rows = python_and_sql(news, fixed, query, opts)
+        assert len(hits) == 10
+        assert_same(hits, rows)
+        _, computed = python_and_sql(news, fixed, query, opts, guide=False)
+        assert_same(hits, computed)
+    everything = SearchOptions(k=200, lexical=lexical, exact=True)
+    hits, rows = python_and_sql(news, fixed, query, everything)
+    assert_same(hits, rows)
+    values = {v for h in hits for v in h.lexical.values()}
+    assert 0.0 in values and max(values) > 0  # the words match some documents, not all
+    if lexical == "rank":  # r / (r + 1): in (0, 1), not 1 / 0
+        assert max(values) < 1
+
+
+@pytest.mark.model
+def test_a_lexical_not_drops_every_document_with_the_word(news: Conn, fixed: FixedEmbedder) -> None:
+    hits, rows = python_and_sql(news, fixed, LEXICAL_QUERIES[0], SearchOptions(k=50))
+    assert_same(hits, rows)
+    assert {r[6]["wheat"] for r in rows} == {0.0}  # the 50 best name no wheat
+    every, _ = python_and_sql(news, fixed, LEXICAL_QUERIES[0], SearchOptions(k=200, exact=True))
+    named = [h for h in every if h.lexical["wheat"] == 1.0]
+    assert named and {h.score for h in named} == {0.0}
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "opts",
+    [
+        SearchOptions(k=10, operators="godel"),
+        SearchOptions(k=10, operators="itlr", lexical="rank"),
+        SearchOptions(k=5, operators="lukasiewicz", truth="affine"),
+        SearchOptions(k=10, operators="and=min,or=probsum,not=complement^2", truth="sigmoid:0.2:10"),
+        SearchOptions(k=10, and_text=0),
+        SearchOptions(k=25, depth=30),
+        SearchOptions(k=10, guide=False),
+        SearchOptions(k=10, term_scans=True),
+        SearchOptions(k=10, term_scans=False),
+        SearchOptions(k=10, depth=150, ef_search=50),
+    ],
+    ids=["godel", "itlr-rank", "lukasiewicz-affine", "min-probsum-sigmoid", "no-and-text",
+         "small-depth", "no-guide", "term-scans", "guide-only", "iterative"],
+)  # fmt: skip
+def test_lexical_terms_with_options_rank_like_python(
+    news: Conn, fixed: FixedEmbedder, opts: SearchOptions
+) -> None:
+    for query in LEXICAL_QUERIES:
+        hits, rows = python_and_sql(news, fixed, query, opts)
+        assert len(hits) == opts.k
+        assert_same(hits, rows)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "where", [["n>=5"], ["labels!=grain"], ["n=3"], ['{"places": ["usa"]}']], ids=str
+)
+@pytest.mark.parametrize("lexical", ["crisp", "rank"])
+def test_filtered_lexical_terms_rank_like_python(
+    news: Conn, fixed: FixedEmbedder, where: list[str], lexical: str
+) -> None:
+    filters = [parse_filter(w) for w in where]
+    for opts in (SearchOptions(k=10, filters=filters, lexical=lexical),
+                 SearchOptions(k=10, filters=filters, lexical=lexical, iterative_scan=False),
+                 SearchOptions(k=10, filters=filters, lexical=lexical, exact=True)):  # fmt: skip
+        for query in LEXICAL_QUERIES:
+            hits, rows = python_and_sql(news, fixed, query, opts)
+            assert len(hits) == 10
+            assert_same(hits, rows)
+
+
+#: Queries whose plan turns on pglogic.engine.plans.guide_suffices with a lexical term in the
+#: walk (it holds like a term: a positive one needs a scan of its own).
+GUIDE_WALK_QUERIES = [
+    ('"trade" AND "deficit" AND NOT match:japan', SearchOptions(k=10)),
+    ('("gold" OR "silver") AND NOT match:mining', SearchOptions(k=10, lexical="rank")),
+    ('"trade" AND match:japan AND "deficit"',
+     SearchOptions(k=10, depth=50, filters=[parse_filter("n>=2")])),
+    ('("oil" OR match:opec) AND "prices"', SearchOptions(k=10, filters=[parse_filter("n>=2")])),
+]  # fmt: skip
+
+
+@pytest.mark.model
+def test_lexical_terms_in_the_guide_walk_plan_like_python(news: Conn, fixed: FixedEmbedder) -> None:
+    """A negated lexical term leaves the guide's scan alone where the formula's other terms
+    would; a positive one keeps every scan (its own, the terms', the guide's)."""
+    plans = []
+    for query, opts in GUIDE_WALK_QUERIES:
+        hits, rows = python_and_sql(news, fixed, query, opts)
+        assert len(hits) == 10
+        assert_same(hits, rows)
+        _, computed = python_and_sql(news, fixed, query, opts, guide=False)
+        assert_same(hits, computed)
+        tree = parse(query)
+        texts = scored_terms(tree, opts.and_text)
+        query_json = search_json(tree, opts, {t: fixed.embed([t])[0] for t in texts})
+        row = news.execute("SELECT pglogic.search_plan('news', %s)", (Jsonb(query_json),))
+        plans.append(row.fetchone()[0])  # type: ignore[index]
+        news.rollback()
+        if query == GUIDE_WALK_QUERIES[0][0]:  # crisp: a document that names Japan scores 0
+            assert {r[6]["japan"] for r in rows} == {0.0}
+    assert [p["plan"] for p in plans] == ["guide", "terms", "terms", "exact"]
+    assert [p["candidate_lexical"] for p in plans] == [[], [], ["japan"], []]
+    assert '"x0" AS MATERIALIZED' in plans[2]["statement"]
+
+
+def test_lexical_scans_use_the_gin_index(news: Conn) -> None:
+    corpus = get_corpus(news, "news")
+    tree = parse('"a" OR match:wheat AND NOT match:corn')
+    vecs = {"a": np.random.default_rng(1).normal(size=corpus.dim)}
+    row = news.execute(
+        "SELECT pglogic.search_plan('news', %s)", (Jsonb(search_json(tree, None, vecs)),)
+    ).fetchone()
+    assert row is not None
+    plan = row[0]
+    assert (plan["plan"], plan["lexical"], plan["candidate_lexical"]) == (
+        "terms", ["wheat", "corn"], ["wheat"]
+    )  # fmt: skip
+    assert (plan["text_config"], plan["lexical_truth"]) == ("english", "crisp")
+    news.execute("SET enable_seqscan = off")
+    news.execute(
+        sql.SQL("PREPARE q({}) AS {}").format(sql.SQL(PARAMETER_TYPES), sql.SQL(plan["statement"]))
+    )
+    args = sql.Literal([f"[{','.join(map(str, v))}]" for v in vecs.values()])
+    explain = news.execute(
+        sql.SQL(
+            "EXPLAIN EXECUTE q({}::vector[], NULL, 100, 200, 10, '{{}}', 'english',"
+            " '{{wheat,corn}}')"
+        ).format(args)
+    ).fetchall()
+    news.rollback()
+    text = "\n".join(r[0] for r in explain)
+    # the positive term's HNSW scan, the positive lexical term's GIN scan (not the negated one's)
+    assert text.count(f"Index Scan using {corpus.index_name}") == 1, text
+    assert text.count(f"Bitmap Index Scan on {corpus.table_name}_tsv") == 1, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['"a" AND NOT match:x OR match:y AND "b"', "match:x AND NOT match:y", '"a" OR match:x',
+     '("a" OR match:x) AND NOT ("b" AND match:y AND "c")', 'NOT (match:x OR NOT "a")',
+     '"a" AND ("b" OR match:x) AND NOT match:z', '(match:x OR "a" AND "b") AND "c"'],
+)  # fmt: skip
+def test_the_lexical_tree_functions_are_pythons(conn: Conn, text: str) -> None:
+    """pglogic._semantic_part, _to_text, _and_texts, _guide_suffices and _union_suffices on
+    trees with lexical terms, against pglogic.query and pglogic.engine."""
+    tree = parse(text)
+    node = Jsonb(json_tree(tree))
+    semantic = semantic_part(tree)
+    row = conn.execute(
+        "SELECT pglogic._semantic_part(%s), pglogic._to_text(%s), pglogic._and_texts(%s, %s),"
+        " pglogic._guide_suffices(%s), pglogic._union_suffices(%s, 'max')",
+        (node, node, node, terms(tree), node, node),
+    ).fetchone()
+    assert row is not None
+    assert row[0] == (None if semantic is None else json_tree(semantic))
+    assert row[1] == to_text(tree)
+    assert row[2] == scored_terms(tree, 1)
+    assert row[3] == guide_suffices(tree)
+    assert row[4] == union_suffices(tree, resolve_family("product-max"))
+
+
+@pytest.mark.parametrize("lexical", ["crisp", "rank"])
+@pytest.mark.parametrize("family", ["product-max-strong", "godel", "itlr", "lukasiewicz"])
+def test_lexical_score_expressions_are_pythons(conn: Conn, family: str, lexical: str) -> None:
+    """pglogic._score_sql with lexical terms, text for text pglogic.engine.operators.to_sql."""
+    corpus = Corpus(1, "news", "corpus_1", "m", 4, "cosine", "embedding", None, None, "english")
+    for text in ['"a" AND NOT match:x', 'match:x OR match:y AND NOT "a"',
+                 '"a" AND "b" AND NOT (match:x OR match:"y z")', 'NOT match:x']:  # fmt: skip
+        tree = parse(text)
+        compiled = compile_query(tree, corpus, SearchOptions(operators=family, lexical=lexical,
+                                                            exact=True))  # fmt: skip
+        python = compiled.as_string().split('FROM (SELECT "id", ')[1].split(" AS score")[0]
+        row = conn.execute(
+            "SELECT pglogic._score_sql(%s, %s, pglogic._resolve_operators(%s), 'clamp', 4, %s)",
+            (Jsonb(json_tree(tree)), compiled.terms, Jsonb(family), matches(tree)),
+        ).fetchone()
+        assert row == (python,), text
+
+
 # -- pglogic.search_plan: the compiler's statement, text for text ----------------------------------
 
 
@@ -487,7 +709,8 @@ class RandomEmbedder:
 @pytest.fixture(scope="module")
 def synth_dsn(pg_server: Server) -> Iterator[str]:
     """Corpus 'synth': 20,000 random vectors (no index) with metadata of every filter type, so
-    filtered plans of every kind (exact, filtered scans, the thinned guide-only depth) occur."""
+    filtered plans of every kind (exact, filtered scans, the thinned guide-only depth) occur, and
+    texts of a few words for its lexical index (english)."""
     name = f"t_sqlplan_{uuid.uuid4().hex[:10]}"
     janitor = pg_server.janitor(name, TEMPLATE_DB)
     janitor.init()
@@ -495,10 +718,14 @@ def synth_dsn(pg_server: Server) -> Iterator[str]:
         dsn = pg_server.dsn_for(name)
         with connect(dsn) as c:
             corpus = create_corpus(c, "synth", model="synthetic", dim=384)
+            if corpus.lexical_config != "english":
+                corpus = add_lexical_index(c, corpus, "english")
             c.execute(
                 sql.SQL(
                     "INSERT INTO {} (external_id, title, text, metadata, text_hash, row_hash,"
-                    " embedding) SELECT 's' || i, NULL, 't', jsonb_build_object('n', i % 10,"
+                    " embedding) SELECT 's' || i, NULL, CASE WHEN i % 26 = 0 THEN 'durum wheat'"
+                    " WHEN i % 13 = 0 THEN 'wheat harvest' WHEN i % 17 = 0 THEN 'corn exports'"
+                    " ELSE 't' END, jsonb_build_object('n', i % 10,"
                     " 'ns', (i % 7)::text, 'x', CASE WHEN i % 3 = 0 THEN to_jsonb(1.5)"
                     " ELSE to_jsonb('abc'::text) END, 'tag', CASE WHEN i % 200 = 0 THEN 'rare'"
                     " ELSE 'common' END), '\\x00', '\\x00', (SELECT array_agg(random() - 0.5)"
@@ -554,6 +781,15 @@ def assert_plan_is_pythons(conn: Conn, query: str, opts: SearchOptions) -> str:
     assert row is not None
     plan = row[0]
     text, values = function_statement(compiled)
+    assert plan["lexical"] == list(compiled.lexical)
+    assert plan["text_config"] == ("english" if compiled.lexical else None)
+    assert plan["lexical_truth"] == opts.lexical
+    if "database_approximate" in result.timings:
+        # the lexical scans found fewer than k rows: Python reran the exact plan, as the
+        # function does (its exact fallback)
+        assert plan["exact_fallback"] == text, (query, opts)
+        assert plan["terms"] == compiled.terms
+        return "fallback"
     assert plan["statement"] == text, (query, opts)
     assert plan["settings"] == compiled.settings
     assert plan["candidate_terms"] == compiled.candidate_terms
@@ -598,6 +834,54 @@ def test_search_plan_is_the_python_statement_with_options(
         for query in SHAPES:
             if opts.exact or not (query.startswith("NOT") and "AND" not in query):
                 assert_plan_is_pythons(conn, query, opts)
+
+
+LEXICAL_SHAPES = ["match:wheat", '"a" AND NOT match:wheat', 'NOT match:wheat AND "a"',
+                  '"a" OR match:wheat', "match:wheat OR match:corn", "match:wheat AND NOT match:corn",
+                  '"a" AND match:"durum wheat"', '("a" OR match:wheat) AND NOT match:corn',
+                  'match:corn AND NOT ("a" OR match:wheat)', '"a" OR NOT match:corn']  # fmt: skip
+#: Shapes of two or more terms: the guide, and plans that turn on the guide's walk.
+LEXICAL_SHAPES_GUIDED = ['"a" AND "b" AND match:wheat', '"a" OR "b" OR match:wheat',
+                         '("a" OR "b") AND match:wheat AND NOT match:corn',
+                         '"a" AND match:wheat AND NOT "b"', '"a" AND "b" AND NOT match:wheat',
+                         '("a" OR match:wheat) AND "b"', 'NOT (NOT "a" AND NOT match:wheat) AND "b"',
+                         '"a" AND NOT ("b" OR match:wheat)']  # fmt: skip
+LEXICAL_PLAN_OPTIONS = [
+    SearchOptions(),
+    SearchOptions(lexical="rank"),
+    SearchOptions(exact=True),
+    SearchOptions(operators="godel", truth="affine", lexical="rank"),
+    SearchOptions(and_text=0),
+    SearchOptions(guide=False),
+    SearchOptions(term_scans=True),
+    SearchOptions(term_scans=False),
+    SearchOptions(iterative_scan=False),
+    SearchOptions(depth=300, ef_search=64),
+    SearchOptions(k=100),
+]
+
+
+@pytest.mark.parametrize("opts", LEXICAL_PLAN_OPTIONS, ids=repr)
+@pytest.mark.parametrize("where", [[], ["n>=5"], ['{"tag": "rare"}']], ids=str)
+def test_search_plan_of_lexical_terms_is_the_python_statement(
+    synth_dsn: str, opts: SearchOptions, where: list[str]
+) -> None:
+    """Lexical terms: their truth columns, their scans of the GIN index, the depths, the exact
+    plan and the exact fallback, text for text."""
+    opts = replace(opts, filters=[parse_filter(w) for w in where])
+    with connect(synth_dsn) as conn:
+        plans = {q: assert_plan_is_pythons(conn, q, opts) for q in LEXICAL_SHAPES}
+        guided = {q: assert_plan_is_pythons(conn, q, opts) for q in LEXICAL_SHAPES_GUIDED}
+    if opts.exact:
+        assert set(plans.values()) == set(guided.values()) == {"exact"}
+    elif not where:
+        assert set(plans.values()) == {"terms"}  # (a scan per positive term, lexical or not)
+        if opts.guide and opts.term_scans is None:  # no lexical scan: the guide's alone
+            assert {q for q, p in guided.items() if p == "guide"} == {
+                '"a" AND "b" AND NOT match:wheat', '"a" AND NOT ("b" OR match:wheat)'
+            }  # fmt: skip
+    if where == ['{"tag": "rare"}'] and not opts.exact:  # 7 documents say wheat: too few
+        assert plans["match:wheat"] == "fallback"
 
 
 def test_plan_functions_are_the_python_heuristics(conn: Conn) -> None:
@@ -854,7 +1138,8 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
     [
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
-         "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors"),
+         "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors, "
+         "lexical, mode"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},
@@ -899,12 +1184,76 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"op": "or", "args": [{"term": "a", "vector": VEC}, {"term": "a", "vector": [1.0] * 384}]},
          "Term 'a' is given two different vectors"),
         ({"term": "a", "vector": 5}, "Invalid vector for term 'a': expected an array of numbers"),
+        ({"tree": [1]},
+         'Invalid query node [1]: expected {"term": ...}, {"match": ...} or {"op": ...}'),
+        # lexical terms (since migration 0007)
+        ({"match": " "}, 'Invalid lexical term " ": "match" takes a word or a phrase (a non-blank '
+                         "string)"),
+        ({"op": "or", "args": ["a", {"match": ["wheat"]}]},
+         'Invalid lexical term ["wheat"]: "match" takes a word or a phrase (a non-blank string)'),
+        ({"match": "wheat", "vector": [1, 2]},
+         'Invalid query node {"match": "wheat", "vector": [1, 2]}: a lexical term is {"match": '
+         '"words"} alone (no vector, no other key)'),
+        ({"op": "and", "args": [{"term": "a", "vector": VEC}, {"match": "the"}]},
+         "match:\"the\" has no word that the corpus's lexical index holds (english drops stop "
+         'words and punctuation); use another word or a semantic term "the"'),
+        ({"match": 'it "is"'},
+         'match:"it \\"is\\"" has no word that the corpus\'s lexical index holds (english drops '
+         'stop words and punctuation); use another word or a semantic term "it \\"is\\""'),
+        ({"op": "not", "arg": {"match": "wheat"}},
+         "The query has no positive term to find candidates with (every term is negated); "
+         'set "exact": true to scan every document'),
+        ({"tree": {"match": "wheat"}, "lexical": "bm25"},
+         "Unknown lexical truth 'bm25': valid values are crisp, rank"),
+        ({"tree": {"match": "wheat"}, "lexical": 1},
+         "Unknown lexical truth 1: valid values are crisp, rank"),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, {"match": "wheat"}]},
+          "mode": "nsfl"},
+         "Lexical terms (match:...) are scored in the fuzzy mode only, not in mode 'nsfl'"),
+        ({"tree": {"term": "a", "vector": VEC}, "mode": "sqo"},
+         "pglogic.search (SQL) has the fuzzy mode only, not 'sqo'"),
     ],
 )  # fmt: skip
 def test_malformed_queries_have_clear_messages(news: Conn, query: Any, expected: str) -> None:
     exc = sql_error(news, "news", query)
     assert isinstance(exc, errors.InvalidParameterValue)
     assert message(exc) == expected
+
+
+def test_lexical_errors_are_pythons(news: Conn) -> None:
+    """The messages of the compiler (an unknown lexical truth, a mode other than fuzzy) and of
+    the Python search (a term with no searchable word), but for the column."""
+    corpus = get_corpus(news, "news")
+    news.commit()
+    tree = parse('"a" AND NOT match:wheat')
+    for opts in (SearchOptions(lexical="bm25"), SearchOptions(mode="nsfl")):
+        with pytest.raises(PglogicError) as python:
+            compile_query(tree, corpus, opts)
+        query = {"tree": json_tree(tree), "lexical": opts.lexical, "mode": opts.mode}
+        assert message(sql_error(news, "news", query)) == str(python.value)
+    with pytest.raises(PglogicError) as python:
+        search(news, corpus, '"a" AND NOT match:"the"', embedder=GivenVectors({"a": VEC}))
+    exc = sql_error(
+        news,
+        "news",
+        {
+            "op": "and",
+            "args": [{"term": "a", "vector": VEC}, {"op": "not", "arg": {"match": "the"}}],
+        },
+    )
+    assert message(exc) == str(python.value).replace(" at col 13", "")
+
+
+def test_lexical_terms_need_the_corpus_lexical_index(news: Conn) -> None:
+    news.execute("UPDATE pglogic.corpora SET lexical_config = NULL WHERE name = 'news'")
+    exc = sql_error(news, "news", {"op": "or", "args": [{"match": 'a "b"'}, {"match": "c"}]})
+    assert isinstance(exc, errors.InvalidParameterValue)
+    assert message(exc) == (
+        'match:"a \\"b\\"" needs a lexical index, and corpus \'news\' has none: add it with '
+        "`pglogic corpus lexical news`"
+    )
+    # (sql_error rolled the update back)
+    assert len(sql_search(news, "news", {"match": "oil"})) == 10
 
 
 # -- migration -------------------------------------------------------------------------------------
@@ -922,11 +1271,11 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (44, True, True)
+    assert objects() == (45, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (44, True, True)
+    assert objects() == (45, True, True)
 
 
 def all_functions(dsn: str) -> dict[str, str]:
@@ -970,7 +1319,8 @@ def test_migration_0006_sets_the_new_default_and_downgrades(dsn: str) -> None:
         assert row is not None
         return list(row[0])
 
-    head_functions = all_functions(dsn)
+    migrate.downgrade(dsn, "0006")
+    head_functions = all_functions(dsn)  # (at 0006)
     assert default() == ["product", "max", "complement^1.25"]
     migrate.downgrade(dsn, "0005")
     assert default() == ["product", "max", "complement"]
@@ -981,6 +1331,51 @@ def test_migration_0006_sets_the_new_default_and_downgrades(dsn: str) -> None:
         "pglogic._flat_args(jsonb,text)", "pglogic._to_text(jsonb)",
     }  # fmt: skip
     assert set(old) - set(head_functions) == {"pglogic._score_sql(jsonb,text[],text[],text)"}
+    migrate.upgrade(dsn, "0006")
+    assert all_functions(dsn) == head_functions
+
+
+def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
+    """0007 adds pglogic.corpora.lexical_config and the SQL function's lexical terms; down to
+    0006 a lexical term is an invalid node again and the column is gone, up again as before."""
+    query = {"op": "and", "args": [{"term": "a", "vector": [1.0, 0.0]}, {"match": "wheat"}]}
+
+    def state() -> tuple[bool, str, str]:
+        with connect(dsn) as c:
+            row = c.execute(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema ="
+                " 'pglogic' AND table_name = 'corpora' AND column_name = 'lexical_config'),"
+                " pg_get_function_result('pglogic.search(text, jsonb)'::regprocedure)"
+            ).fetchone()
+            try:
+                c.execute("SELECT pglogic._collect_terms(%s, true, '[]', 1)", (Jsonb(query),))
+                error = ""
+            except psycopg.Error as exc:
+                error = message(exc)
+            finally:
+                c.rollback()
+        assert row is not None
+        return bool(row[0]), str(row[1]), error
+
+    head_functions = all_functions(dsn)
+    assert state() == (
+        True,
+        "TABLE(id bigint, external_id text, title text, metadata jsonb, score double precision,"
+        " similarities jsonb, lexical jsonb)",
+        "",
+    )
+    migrate.downgrade(dsn, "0006")
+    old = all_functions(dsn)
+    assert set(head_functions) - set(old) == {
+        "pglogic._semantic_part(jsonb)",
+        "pglogic._score_sql(jsonb,text[],text[],text,integer,text[])",
+    }
+    assert set(old) - set(head_functions) == {
+        "pglogic._score_sql(jsonb,text[],text[],text,integer)"
+    }
+    has_column, result, error = state()
+    assert not has_column and "lexical" not in result
+    assert error.startswith('Invalid query node {"match": "wheat"}: expected {"term": ...} or')
     migrate.upgrade(dsn)
     assert all_functions(dsn) == head_functions
 

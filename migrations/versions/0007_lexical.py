@@ -1,11 +1,22 @@
-"""Lexical terms: each corpus may have a lexical (full-text) index.
+"""Lexical terms: each corpus may have a lexical (full-text) index, and ``pglogic.search()`` reads them.
 
 Adds ``pglogic.corpora.lexical_config``: the text search configuration of the corpus's
 ``tsv`` column (``to_tsvector(config, title || ' ' || text)``, generated and stored, with a GIN
 index) that ``match:"..."`` terms search; NULL when the corpus has no lexical index. The column
 and its index are made by ``pglogic corpus lexical NAME`` (new corpora get them at creation).
 
-Downgrading drops the column (the corpora keep their ``tsv`` columns, which nothing reads then).
+Then applies ``versions/sql/0007_search.sql``, the frozen text of ``sql/search.sql`` at this
+revision (every statement in it is idempotent): the query tree takes lexical terms
+(``{"match": "wheat"}``) and the options ``"lexical"`` (``crisp``, the default, or ``rank``) and
+``"mode"`` (``fuzzy`` only), like ``pglogic.engine.compile``; ``pglogic.search`` returns one more
+column, ``lexical`` (each lexical term's truth value). New helper: ``_semantic_part``.
+``_score_sql`` takes the lexical terms as a sixth argument (the five-argument function is
+dropped); ``_plan`` (and ``search_plan``, whose SQL body depends on it) and ``search`` return
+other columns, so they are dropped first.
+
+Downgrading drops the new functions, applies 0006's ``0006_search.sql`` again (which creates
+the old ones) and drops the column (the corpora keep their ``tsv`` columns, which nothing reads
+then).
 
 Revision ID: 0007
 Revises: 0006
@@ -14,17 +25,55 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from alembic import op
+from pathlib import Path
+
+from alembic import context, op
 
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
 
+#: What 0007 replaces with functions of other result types or arguments, dependents first
+#: (SQL-standard bodies record their dependencies).
+DROP_OLD = """
+DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic.search(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text, integer);
+"""
+
+#: 0007's functions that 0006 has in another form or not at all, dependents first: the
+#: SQL-standard body of ``_and_phrase`` calls ``_semantic_part``.
+DROP_NEW = """
+DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic.search(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text, integer, text[]);
+DROP FUNCTION IF EXISTS pglogic._and_phrase(jsonb);
+DROP FUNCTION IF EXISTS pglogic._semantic_part(jsonb);
+"""
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
 
 def upgrade() -> None:
     op.execute("ALTER TABLE pglogic.corpora ADD COLUMN IF NOT EXISTS lexical_config text")
+    _run(DROP_OLD)
+    _run(_frozen("0007_search.sql"))
 
 
 def downgrade() -> None:
+    _run(DROP_NEW)
+    _run(_frozen("0006_search.sql"))
     op.execute("ALTER TABLE pglogic.corpora DROP COLUMN IF EXISTS lexical_config")
