@@ -2,6 +2,7 @@
 
     python bench/http_load.py build [--size 1000000]     # once: synthesize, load, HNSW (~17 min at 1M)
     python bench/http_load.py run [--size 1000000] [--clients 1,2,4,8,16] [--seconds 20]
+                                  [--idle-wait 600]
 
 ``build`` makes the corpus as ``bench/scale.py`` does (``query.make_dataset``, "manifold"
 clusters of 384-d unit vectors, metadata ``{"c": cluster, "g": i % 100}``, COPY, HNSW m = 16,
@@ -37,6 +38,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psutil
 from benchlib import (
     fresh_database,
     machine,
@@ -45,6 +47,7 @@ from benchlib import (
     percentile,
     phrase_vectors,
     server_dsn,
+    wait_idle,
     write_results,
 )
 from psycopg.conninfo import make_conninfo
@@ -135,6 +138,12 @@ def start_server(dsn: str, port: int, pool: int, home: Path) -> subprocess.Popen
             raise SystemExit(f"pglogic serve exited: {proc.stderr.read() if proc.stderr else ''}")
         time.sleep(0.2)
     raise SystemExit("pglogic serve did not answer in 120 s")
+
+
+def cpu_seconds(p: psutil.Process) -> float:
+    """User + system CPU time of a process (all its threads)."""
+    t = p.cpu_times()
+    return float(t.user + t.system)
 
 
 def stats(lat: Sequence[float], wall: float, errors: int, n: int) -> dict[str, Any]:
@@ -235,10 +244,19 @@ def run(args: argparse.Namespace) -> None:
             for t in texts:  # warm both: the shapes' statements, the server's buffers
                 api.search(CORPUS, t, k=10, remember_terms=False)
             asyncio.run(http_level(url, texts, 1, min(5.0, args.seconds)))
+            server, me = psutil.Process(proc.pid), psutil.Process()
             for n in levels:
+                idle = wait_idle(args.idle_wait) if args.idle_wait else {}
+                s0, c0 = cpu_seconds(server), cpu_seconds(me)
                 h = asyncio.run(http_level(url, texts, n, args.seconds))
+                s1, c1 = cpu_seconds(server), cpu_seconds(me)
+                h["server_cpu_ms_per_query"] = round(1000 * (s1 - s0) / max(1, h["queries"]), 2)
+                h["client_cpu_ms_per_query"] = round(1000 * (c1 - c0) / max(1, h["queries"]), 2)
                 p = api_level(api, texts, n, args.seconds)
-                rows.append({"clients": n, "http": h, "python_api": p})
+                p["cpu_ms_per_query"] = round(
+                    1000 * (cpu_seconds(me) - c1) / max(1, p["queries"]), 2
+                )
+                rows.append({"clients": n, "http": h, "python_api": p, **idle})
                 print(f"{n:>2} clients: HTTP {h['qps']} q/s p50 {h['p50_ms']} p99 {h['p99_ms']} "
                       f"errors {h['errors']} | API {p['qps']} q/s p50 {p['p50_ms']} "
                       f"p99 {p['p99_ms']}", flush=True)  # fmt: skip
@@ -254,6 +272,13 @@ def run(args: argparse.Namespace) -> None:
     write_results("http_load", results, render(results))
 
 
+HEADERS = [
+    "clients", "HTTP q/s", "HTTP p50", "HTTP p99", "HTTP errors", "API q/s", "API p50",
+    "API p99", "API errors", "p50 HTTP − API", "q/s HTTP / API", "server CPU ms/q",
+    "API CPU ms/q", "load avg",
+]  # fmt: skip
+
+
 def render(r: dict[str, Any]) -> str:
     b = r["corpus"]["build"]
     a = r["args"]
@@ -263,7 +288,8 @@ def render(r: dict[str, Any]) -> str:
         rows.append([
             row["clients"], h["qps"], h["p50_ms"], h["p99_ms"], h["errors"], p["qps"],
             p["p50_ms"], p["p99_ms"], p["errors"], round(h["p50_ms"] - p["p50_ms"], 2),
-            f"{h['qps'] / p['qps']:.2f}" if p["qps"] else "", h["load_avg"],
+            f"{h['qps'] / p['qps']:.2f}" if p["qps"] else "", h.get("server_cpu_ms_per_query"),
+            p.get("cpu_ms_per_query"), h["load_avg"],
         ])  # fmt: skip
     one = next((row for row in r["rows"] if row["clients"] == 1), None)
     overhead = ""
@@ -272,33 +298,38 @@ def render(r: dict[str, Any]) -> str:
         overhead = (
             f"With one client HTTP adds {d:.2f} ms to the median search "
             f"({one['http']['p50_ms']} ms against {one['python_api']['p50_ms']} ms in process); "
-            f"a response is {one['http'].get('response_bytes')} bytes of JSON."
+            f"a response is {one['http'].get('response_bytes')} bytes of JSON. CPU per query "
+            "outside Postgres, which the machine's other work does not inflate: the server "
+            f"process {one['http'].get('server_cpu_ms_per_query')} ms (HTTP, validation, JSON "
+            f"and the search's Python side), the Python API {one['python_api'].get('cpu_ms_per_query')} "
+            "ms (the search's Python side alone)."
         )
-    return "\n".join([
-        "# HTTP load (`bench/http_load.py`)",
-        "",
-        machine_md(r["machine"]),
-        "",
-        f"Corpus: {r['corpus']['documents']:,} synthetic 384-d vectors (`query.make_dataset`, "
-        f"manifold clusters, seed {b['seed']}), HNSW {b['hnsw']}; loaded in {b['load_s']} s, "
-        f"index built in {b['hnsw_build_s']} s; table {b['table_mib']:,} MiB, index "
-        f"{b['index_mib']:,} MiB.",
-        "",
-        f"Server: `pglogic serve --pool-size {a['pool']}` (one uvicorn process, read-only as "
-        "pglogic_reader), query vectors from `pglogic.term_cache` (no model). Mix: 200 "
-        "3-term queries, AND / OR / AND NOT in turn, k = 10, `POST /v1/search`; "
-        f"{a['seconds']:g} s per level; clients are HTTP/1.1 keep-alive connections from one "
-        "asyncio process. *Python API*: the same mix through `PgLogic.search` in process "
-        f"(one thread per client, pool {a['pool']}, same role). Latency in ms; errors = "
-        "non-200 answers or failed requests. The machine's other work shows in the load "
-        "average (1 min) at the end of each level.",
-        "",
-        md_table(["clients", "HTTP q/s", "HTTP p50", "HTTP p99", "HTTP errors", "API q/s",
-                  "API p50", "API p99", "API errors", "p50 HTTP − API", "q/s HTTP / API",
-                  "load avg"], rows),  # fmt: skip
-        "",
-        overhead,
-    ])
+    return "\n".join(
+        [
+            "# HTTP load (`bench/http_load.py`)",
+            "",
+            machine_md(r["machine"]),
+            "",
+            f"Corpus: {r['corpus']['documents']:,} synthetic 384-d vectors (`query.make_dataset`, "
+            f"manifold clusters, seed {b['seed']}), HNSW {b['hnsw']}; loaded in {b['load_s']} s, "
+            f"index built in {b['hnsw_build_s']} s; table {b['table_mib']:,} MiB, index "
+            f"{b['index_mib']:,} MiB.",
+            "",
+            f"Server: `pglogic serve --pool-size {a['pool']}` (one uvicorn process, read-only as "
+            "pglogic_reader), query vectors from `pglogic.term_cache` (no model). Mix: 200 "
+            "3-term queries, AND / OR / AND NOT in turn, k = 10, `POST /v1/search`; "
+            f"{a['seconds']:g} s per level; clients are HTTP/1.1 keep-alive connections from one "
+            "asyncio process. *Python API*: the same mix through `PgLogic.search` in process "
+            f"(one thread per client, pool {a['pool']}, same role). Latency in ms; errors = "
+            "non-200 answers or failed requests. *CPU ms/q*: CPU time of the server process (HTTP) "
+            "and of this process (API) per query, Postgres not included. The machine's other work "
+            "shows in the load average (1 min) at the end of each level.",
+            "",
+            md_table(HEADERS, rows),
+            "",
+            overhead,
+        ]
+    )
 
 
 def main() -> None:
@@ -314,6 +345,8 @@ def main() -> None:
     r.add_argument("--clients", default="1,2,4,8,16")
     r.add_argument("--seconds", type=float, default=20.0)
     r.add_argument("--pool", type=int, default=16)
+    r.add_argument("--idle-wait", type=float, default=0.0,
+                   help="before each level wait up to this long for the CPU to be idle")  # fmt: skip
     args = ap.parse_args()
     if args.cmd == "build":
         build(args.size, args.seed, Path(args.home))
