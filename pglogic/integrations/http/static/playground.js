@@ -239,7 +239,8 @@ function status(text, isError) {
 
 function showFormula() {
   const f = state.families && state.families.find((x) => x.name === $("operators").value);
-  $("family-formula").textContent = f ? `AND = ${f.and} · OR = ${f.or} · NOT = ${f.not}` : "";
+  const keep = (x) => x.replace(/ /g, "\u00a0"); // wrap between the operators, not inside one
+  $("family-formula").textContent = f ? `AND = ${keep(f.and)} · OR = ${keep(f.or)} · NOT = ${keep(f.not)}` : "";
 }
 
 // ---- start ---------------------------------------------------------------------------------
