@@ -52,6 +52,7 @@ from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.errors import InvalidInput
 from pglogic.query import Node, matches, to_tree
 from pglogic.store.citus import PROPAGATE
+from pglogic.store.db import version_tuple
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -299,10 +300,26 @@ def _on_citus(settings: dict[str, str], old: Sequence[Any]) -> tuple[dict[str, s
     return {**PROPAGATE, **rest}, [citus, *values]
 
 
+#: pgvector's iterative scan setting (0.8 and later).
+ITERATIVE = "hnsw.iterative_scan"
+
+
 def _save(settings: Mapping[str, str]) -> tuple[TextClause, dict[str, str]]:
-    """One SELECT of the settings' current values (NULL where not defined yet)."""
-    cols = ", ".join(f"current_setting(:pglogic_n{i}, true)" for i in range(len(settings)))
-    return text("SELECT " + cols), {f"pglogic_n{i}": n for i, n in enumerate(settings)}
+    """One SELECT of the settings' current values (NULL where not defined yet), then the
+    server's pgvector version."""
+    cols = [f"current_setting(:pglogic_n{i}, true)" for i in range(len(settings))]
+    cols.append("(SELECT extversion FROM pg_extension WHERE extname = 'vector')")
+    return text("SELECT " + ", ".join(cols)), {f"pglogic_n{i}": n for i, n in enumerate(settings)}
+
+
+def _for_server(settings: dict[str, str], old: Sequence[Any]) -> tuple[dict[str, str], list[Any]]:
+    """Drop ``hnsw.iterative_scan`` where pgvector is older than 0.8 (it has no such setting,
+    and SET of an unknown ``hnsw.`` name is an error); strip the version from ``old``."""
+    *values, version = old
+    if version is None or version_tuple(str(version)) >= (0, 8) or ITERATIVE not in settings:
+        return settings, values
+    i = list(settings).index(ITERATIVE)
+    return {k: v for k, v in settings.items() if k != ITERATIVE}, values[:i] + values[i + 1 :]
 
 
 def _set(settings: Mapping[str, str]) -> list[TextClause]:
@@ -364,7 +381,7 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     query, params = _save(settings)
     bind = _same_bind(session, stmt)
     old = session.execute(query, params, bind_arguments=bind).one()
-    settings, old = _on_citus(settings, old)
+    settings, old = _on_citus(*_for_server(settings, old))
     for setting in _set(settings):
         session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
@@ -387,7 +404,7 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     query, params = _save(settings)
     bind = _same_bind(session.sync_session, stmt)
     old = (await session.execute(query, params, bind_arguments=bind)).one()
-    settings, old = _on_citus(settings, old)
+    settings, old = _on_citus(*_for_server(settings, old))
     for setting in _set(settings):
         await session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
