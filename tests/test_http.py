@@ -358,6 +358,22 @@ def test_a_database_that_is_gone_is_503(keys_file: Path) -> None:
         assert body.status_code == 503 and body.json()["status"] == "unavailable"
 
 
+def test_a_corpus_the_reader_may_not_read_is_503(api_client: TestClient, news_dsn: str) -> None:
+    from psycopg import sql
+
+    with psycopg.connect(news_dsn, autocommit=True) as admin:
+        row = admin.execute("SELECT table_name FROM pglogic.corpora WHERE name = 'news'").fetchone()
+        assert row is not None
+        table = sql.Identifier("pglogic", row[0])
+        admin.execute(sql.SQL("REVOKE SELECT ON {} FROM pglogic_reader").format(table))
+        try:
+            err = error(search(api_client, k=2), 503, "permission")
+            assert "--no-reader" in err["message"]
+        finally:
+            admin.execute(sql.SQL("GRANT SELECT ON {} TO pglogic_reader").format(table))
+    assert search(api_client, k=2).status_code == 200
+
+
 def test_an_unexpected_error_is_a_500_without_details(news_dsn: str, keys_file: Path) -> None:
     class Broken(Backend):
         @property

@@ -240,13 +240,29 @@ def create_app(config: ServeConfig | None = None, *, backend: Backend | None = N
         return JSONResponse(error_body(kind, message), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))  # fmt: skip
 
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    @app.exception_handler(PoolTimeout)
+    async def busy(request: Request, exc: PoolTimeout) -> JSONResponse:
+        message = "No database connection became free in time; try again"
+        return JSONResponse(error_body("busy", message), status_code=503)
+
+    @app.exception_handler(psycopg.errors.InsufficientPrivilege)
+    async def forbidden(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        message = ("The server's database role may not read this: grant SELECT on the corpus "
+                   "table to pglogic_reader, or run pglogic serve --no-reader")  # fmt: skip
+        return JSONResponse(error_body("permission", message), status_code=503)
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def gone(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        message = "The database connection failed; try again"
+        return JSONResponse(error_body("database_unavailable", message), status_code=503)
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        from psycopg_pool import PoolTimeout
-
-        if isinstance(exc, PoolTimeout):
-            return JSONResponse(error_body("busy", "No database connection became free in "
-                                           "time; try again"), status_code=503)  # fmt: skip
         log.exception("Unexpected error on %s %s", request.method, request.url.path)
         return JSONResponse(
             error_body("internal", "Internal error; the server's log has the details"),
