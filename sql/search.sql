@@ -1646,6 +1646,7 @@ DECLARE
     p record;
     s record;
     saved jsonb := '{}';
+    citus text;
     -- the statement's rows (its columns, then the similarities and, since migration 0007, the
     -- lexical terms' truth values as JSON objects), best first
     wrap constant text := 'SELECT array_agg(r."id" ORDER BY r.score DESC, r."id"),'
@@ -1677,10 +1678,17 @@ BEGIN
                                    pglogic._qi('l' || (n - 1))), ', ' ORDER BY n))
                      FROM generate_series(1, cardinality(p.lexical)) AS n
                      HAVING count(*) > 0), '''{}''::jsonb');
-    -- SET LOCAL (set_config(..., true)) for the statement, then back to the caller's values
+    -- SET LOCAL for the statement, then back to the caller's values. SET LOCAL statements,
+    -- not set_config(): on a Citus coordinator only they reach the workers, once
+    -- citus.propagate_set_commands is 'local' (set first here, put back last; its value is
+    -- NULL where Citus is not loaded). The names come from pglogic._plan's own list.
+    citus := current_setting('citus.propagate_set_commands', true);
+    IF citus IS NOT NULL THEN
+        SET LOCAL citus.propagate_set_commands = 'local';
+    END IF;
     FOR s IN SELECT x.key, x.value FROM jsonb_each_text(p.settings) AS x LOOP
         saved := saved || jsonb_build_object(s.key, current_setting(s.key, true));
-        PERFORM set_config(s.key, s.value, true);
+        EXECUTE format('SET LOCAL %s = %L', s.key, s.value);
     END LOOP;
     EXECUTE format(wrap, sims, lex, p.statement)
         INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
@@ -1697,8 +1705,11 @@ BEGIN
                   p.lexical, p.terms;
     END IF;
     FOR s IN SELECT x.key, x.value FROM jsonb_each_text(saved) AS x WHERE x.value IS NOT NULL LOOP
-        PERFORM set_config(s.key, s.value, true);
+        EXECUTE format('SET LOCAL %s = %L', s.key, s.value);
     END LOOP;
+    IF citus IS NOT NULL THEN
+        PERFORM set_config('citus.propagate_set_commands', citus, true);
+    END IF;
     RETURN QUERY
         SELECT u.id, u.external_id, u.title, u.metadata, u.score, u.similarities, u.lexical
         FROM unnest(ids, external_ids, titles, metadatas, scores, similarity, lexicals)

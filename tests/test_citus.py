@@ -227,9 +227,6 @@ def test_settings_reach_the_workers(cconn: psycopg.Connection[Any]) -> None:
     assert sent and all(f"SET LOCAL hnsw.ef_search = '{ef}'" in n for n in sent)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="pglogic.search() sets hnsw.* with set_config(), which Citus never forwards"
-)
 def test_sql_function_on_a_distributed_corpus(cconn: psycopg.Connection[Any]) -> None:
     dist, _ = _pair(cconn, shards=2)
     emb = Fixed(TERMS)

@@ -32,6 +32,7 @@ FROZEN_SHA256 = {
     "0005_search.sql": "5e3d5e12d728a17fb7ce52d14e571df4cc8c6ed028a8d44242f25dbdaa395d4e",
     "0006_search.sql": "779ece3bdf15b450ba0615cb0b2eabee272b2ffe930dae097436006c4660c9b6",
     "0007_search.sql": "0ee59bd9c52adc97d85f235ccf84131c2873f82ba7fe50aedfd0a87494f30aa1",
+    "0008_search.sql": "ba07bee4d910bdefeb26aff4ff7feda7ba707a783a2b0d5446c11a877b8b8ed8",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")
