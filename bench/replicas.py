@@ -14,8 +14,10 @@ AND / OR / NOT queries (``pglogic.store.search.search``, vectors given, no model
 * ``1 server``: every client on the primary;
 * ``primary + replica``: clients split between them (client i on the replica when i is odd).
 
-Per run: queries/s, p50 / p99 latency, and the CPU seconds per query spent by each server's
-processes and by the clients (psutil), so the cost model of docs/scaling.md section 4
+Both setups run ``--rounds`` times per client count in alternating order (the machine may be
+shared: its load drifts). Per run: queries/s, p50 / p99 latency, the CPU seconds per query spent
+by each server's processes and by the clients (psutil), and the share of the machine's CPU they
+used together (the rest went to other processes), so the cost model of docs/scaling.md section 4
 (X_1 = c / C_q per server, X ≈ R·X_1 for R servers) can be applied to machines where each
 server has its own cores. Both servers share this machine's cores, so here the second server
 adds no CPU: the gain is bounded, and the results say so.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import shutil
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -97,6 +100,8 @@ def _worker(
             search(conn, corpus, trees[i % 3], embedder=emb)
         while time.time() < start:
             time.sleep(0.001)
+        t = psutil.Process().cpu_times()
+        cpu0 = t.user + t.system
         i = first
         while time.time() < stop:
             emb.current = queries[i % len(queries)]
@@ -108,7 +113,7 @@ def _worker(
                 errors += 1
             i += step
     t = psutil.Process().cpu_times()
-    out.put((lats, errors, t.user + t.system))
+    out.put((lats, errors, t.user + t.system - cpu0))
 
 
 def run(
@@ -139,6 +144,7 @@ def run(
     lats = [x for r in results for x in r[0]]
     done = len(lats)
     busy = 1 - (stat1[0] - stat0[0]) / max(1, stat1[1] - stat0[1])
+    ours = sum(cpu1[k] - cpu0[k] for k in servers) + sum(r[2] for r in results)
     return {
         "clients": n,
         "queries": done,
@@ -149,9 +155,11 @@ def run(
         "server_cpu_ms_per_query": {
             name: round(1000 * (cpu1[name] - cpu0[name]) / max(1, done), 3) for name in servers
         },
-        # the clients' CPU includes their ~2 s of connecting and warming (30 queries each)
         "client_cpu_ms_per_query": round(1000 * sum(r[2] for r in results) / max(1, done), 3),
         "machine_busy": round(busy, 3),
+        # the share of the machine's CPU time that both servers and the clients used: the rest
+        # went to other processes (the machine is shared)
+        "bench_cpu_share": round(ours / (seconds * (psutil.cpu_count() or 1)), 3),
     }
 
 
@@ -234,7 +242,7 @@ def markdown(res: dict[str, Any]) -> str:
         rows.append([
             r["setup"], r["clients"], r["queries"], r["qps"], r["p50_ms"], r["p99_ms"],
             r["errors"], " / ".join(f"{cpu[k]:.2f}" for k in cpu), r["client_cpu_ms_per_query"],
-            f"{100 * r['machine_busy']:.0f}%",
+            f"{100 * r['machine_busy']:.0f}%", f"{100 * r['bench_cpu_share']:.0f}%",
         ])  # fmt: skip
     lines.append(
         md_table(
@@ -249,6 +257,7 @@ def markdown(res: dict[str, Any]) -> str:
                 "server CPU ms/query (primary / replica)",
                 "client CPU ms/query",
                 "machine busy",
+                "of it this benchmark",
             ],
             rows,
         )
@@ -256,9 +265,20 @@ def markdown(res: dict[str, Any]) -> str:
     g = res["gain"]
     lines += [
         "",
+        f"Runs in alternating order, {res['args']['rounds']} rounds per client count "
+        "(1 server first in odd rounds, primary + replica first in even ones). Median q/s per "
+        "client count:",
+        "",
+        md_table(
+            ["clients", "1 server q/s", "primary + replica q/s", "ratio"],
+            [[m["clients"], m["qps_1"], m["qps_2"], f"{m['ratio']:.2f}"] for m in g["medians"]],
+        ),
+        "",
         "Best of each setup: 1 server "
         f"{g['best_1']['qps']} q/s ({g['best_1']['clients']} clients), primary + replica "
         f"{g['best_2']['qps']} q/s ({g['best_2']['clients']} clients): × {g['ratio']:.2f}.",
+        "",
+        _noise(res["runs"]),
         "",
         "## Projection (docs/scaling.md section 4)",
         "",
@@ -286,18 +306,53 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _noise(runs: list[dict[str, Any]]) -> str:
+    """How much of the machine the benchmark had, and how far the same run varied."""
+    shares = [r["bench_cpu_share"] for r in runs]
+    spread = []
+    for n in sorted({r["clients"] for r in runs}):
+        for setup in ("1 server", "primary + replica"):
+            qps = [r["qps"] for r in runs if r["clients"] == n and r["setup"] == setup]
+            if len(qps) > 1:
+                spread.append(max(qps) / min(qps) - 1)
+    return (
+        f"Both servers and all clients together used {100 * min(shares):.0f}–"
+        f"{100 * max(shares):.0f}% of the machine's CPU during the runs; other processes of "
+        "the shared machine took the rest. The same setup at the same client count varied by up "
+        f"to {100 * max(spread, default=0):.0f}% between rounds: differences between the two "
+        "setups smaller than that are noise."
+    )
+
+
+def rewrite_markdown() -> None:
+    """Rewrite ``bench/results/replicas.md`` from the committed JSON (no run)."""
+    import json
+
+    from benchlib import RESULTS_DIR
+
+    res = json.loads((RESULTS_DIR / "replicas.json").read_text())
+    (RESULTS_DIR / "replicas.md").write_text(markdown(res))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each setup per client count")
     ap.add_argument("--lag-rows", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--home", default="/tmp/plbench-replicas")
     ap.add_argument("--idle-wait", type=float, default=120.0)
     ap.add_argument("--keep", action="store_true", help="leave both servers and their data")
     ap.add_argument("--quick", action="store_true", help="10k vectors, 1,2 clients, 3 s")
+    ap.add_argument(
+        "--markdown-only", action="store_true", help="rewrite the .md from the .json, no run"
+    )
     args = ap.parse_args()
+    if args.markdown_only:
+        rewrite_markdown()
+        return
     if args.quick:
         args.rows, args.clients, args.seconds, args.lag_rows = 10_000, "1,2", 3.0, 2_000
     home = Path(args.home)
@@ -334,29 +389,36 @@ def main() -> None:
         for dsn in (primary, replica_dsn):
             run([dsn], corpus, queries, 3.0, servers)
         runs = []
+        medians = []
         for n in [int(x) for x in args.clients.split(",")]:
-            for setup, targets in (
-                ("1 server", [primary] * n),
-                ("primary + replica", [replica_dsn if i % 2 else primary for i in range(n)]),
-            ):
-                if setup != "1 server" and n == 1:
-                    continue  # one client uses one server
-                r = run(targets, corpus, queries, args.seconds, servers)
-                r["setup"] = setup
-                runs.append(r)
-                print(f"  {setup}, {n} clients: {r['qps']} q/s, p50 {r['p50_ms']} ms, "
-                      f"p99 {r['p99_ms']} ms, busy {r['machine_busy']:.0%}", flush=True)  # fmt: skip
+            setups = [("1 server", [primary] * n)]
+            if n > 1:  # one client uses one server
+                split = [replica_dsn if i % 2 else primary for i in range(n)]
+                setups.append(("primary + replica", split))
+            for rnd in range(args.rounds if n > 1 else 1):
+                for setup, targets in setups if rnd % 2 == 0 else setups[::-1]:
+                    r = run(targets, corpus, queries, args.seconds, servers)
+                    r["setup"], r["round"] = setup, rnd + 1
+                    runs.append(r)
+                    print(f"  {setup}, {n} clients, round {rnd + 1}: {r['qps']} q/s, p50 "
+                          f"{r['p50_ms']} ms, p99 {r['p99_ms']} ms, ours "
+                          f"{r['bench_cpu_share']:.0%}", flush=True)  # fmt: skip
+            if n > 1:
+                q1 = statistics.median(
+                    r["qps"] for r in runs if r["clients"] == n and r["setup"] == "1 server"
+                )
+                q2 = statistics.median(
+                    r["qps"] for r in runs if r["clients"] == n and r["setup"] != "1 server"
+                )
+                medians.append({"clients": n, "qps_1": q1, "qps_2": q2, "ratio": q2 / q1})
         res["runs"] = runs
-        best_1 = max((r for r in runs if r["setup"] == "1 server"), key=lambda r: r["qps"])
-        best_2 = max(
-            (r for r in runs if r["setup"] == "primary + replica"),
-            key=lambda r: r["qps"],
-            default=best_1,
-        )
+        best_1 = max(medians, key=lambda m: m["qps_1"])
+        best_2 = max(medians, key=lambda m: m["qps_2"])
         res["gain"] = {
-            "best_1": {"qps": best_1["qps"], "clients": best_1["clients"]},
-            "best_2": {"qps": best_2["qps"], "clients": best_2["clients"]},
-            "ratio": round(best_2["qps"] / best_1["qps"], 3),
+            "medians": medians,
+            "best_1": {"qps": best_1["qps_1"], "clients": best_1["clients"]},
+            "best_2": {"qps": best_2["qps_2"], "clients": best_2["clients"]},
+            "ratio": round(best_2["qps_2"] / best_1["qps_1"], 3),
         }
         one = next(r for r in runs if r["setup"] == "1 server" and r["clients"] == 1)
         c_q = one["server_cpu_ms_per_query"]["primary"]
