@@ -357,7 +357,7 @@ def measure(
                     continue
                 opts = SearchOptions(k=10, filters=FILTERS[fname])
                 mask = FILTER_MASK[fname](g)
-                lat, best, rec, ex_equal, ex_lat = [], [], [], [], []
+                lat, best, rec, ex_equal, ex_lat, plan_rec = [], [], [], [], [], []
                 compiled = None
                 for qi, vecs in enumerate(queries):
                     emb.current = vecs
@@ -372,6 +372,10 @@ def measure(
                     best.append(min(times))
                     rec.append(recall([h.id for h in res.hits], truth, 10))
                     compiled = res.compiled
+                    emb.current = vecs
+                    plan_rec.append(
+                        plan_recall(data, tree, compiled, term_vectors(compiled, emb), mask, truth)
+                    )
                     if qi < 2 and fname == "none":  # exact mode equals NumPy's exact top k
                         t0 = time.perf_counter()
                         exact = search(
@@ -401,6 +405,7 @@ def measure(
                     "p95_ms": round(1000 * percentile(lat, 95), 2),
                     "best_p50_ms": round(1000 * percentile(best, 50), 2),
                     "recall@10": round(float(np.mean(rec)), 3),
+                    "plan_recall@10": round(float(np.mean(plan_rec)), 3),
                     **phases,
                     "t_h_shard_ms": round(scan_ms, 2),
                     "exact_equal": None if not ex_equal else all(ex_equal),
@@ -457,6 +462,58 @@ def single_node_latency(
                           "recall@10": round(float(np.mean(rec)), 3)}  # fmt: skip
             print(shape, out[shape], flush=True)
     return out
+
+
+def plan_recall(
+    data: Dataset,
+    tree: Node,
+    compiled: CompiledQuery,
+    vecs: dict[str, np.ndarray],
+    mask: np.ndarray,
+    truth: Sequence[int],
+) -> float:
+    """recall@10 of the plan itself: its candidate scans done exactly (each term's and the
+    guide's nearest ``depth`` rows, in NumPy), then the formula on the candidates. Whatever
+    the shard count, the merged per-shard top ``depth`` is the global top ``depth``, so this is
+    what the cluster reaches when every shard's HNSW search is exact."""
+    cand = np.zeros(len(data.vectors), dtype=bool)
+    scans = [(vecs[t], int(compiled.params.get("depth", 10))) for t in compiled.candidate_terms]
+    if compiled.guide_param:
+        scans.append((compiled.guide_vector(vecs), int(compiled.params["gdepth"])))
+    for v, depth in scans:
+        d = np.where(mask, -(data.vectors @ np.asarray(v, dtype=np.float32)), np.inf)
+        cand[np.argpartition(d, min(depth, len(d) - 1))[:depth]] = True
+    got = exact_top(tree, data, vecs, cand & mask, 10)
+    return recall(got, truth, 10)
+
+
+def add_plan_recall(dsn: str, size: int, shards: int, run: dict[str, Any]) -> None:
+    """plan recall@10 for the rows of a run measured before it was computed (same queries)."""
+    data = dataset(size)
+    emb = Vectors()
+    g = np.arange(size) % 100
+    with connect(dsn) as conn:
+        corpus = get_corpus(conn, corpus_name(size, shards))
+        conn.commit()
+        for row in run["rows"]:
+            tree = parse(shapes([2, 3, 5])[row["shape"]])
+            n_terms = len(tree_terms(tree))
+            queries = make_queries(data, run.get("queries", 10), n_terms, seed=1000 + n_terms)
+            opts = SearchOptions(k=10, filters=FILTERS[row["filter"]])
+            mask = FILTER_MASK[row["filter"]](g)
+            recs = []
+            for vecs in queries:
+                emb.current = vecs
+                truth = exact_top(tree, data, vecs, mask, 10)
+                res = search(conn, corpus, tree, embedder=emb, options=opts)
+                conn.commit()
+                recs.append(
+                    plan_recall(
+                        data, tree, res.compiled, term_vectors(res.compiled, emb), mask, truth
+                    )
+                )
+            row["plan_recall@10"] = round(float(np.mean(recs)), 3)
+            print(row["shape"], row["filter"], row["recall@10"], row["plan_recall@10"], flush=True)
 
 
 def tree_terms(tree: Node) -> list[str]:
@@ -557,7 +614,8 @@ def settings_experiment(dsn: str, size: int, shards: int, n_queries: int) -> dic
     """recall@10 of the default plans when the settings reach the workers (pglogic), when
     they do not (SET LOCAL without propagation = set_config(): the workers keep ef_search = 40
     and no iterative scan), and with the fallback of docs/scaling.md 1.3: worker defaults
-    ``hnsw.iterative_scan = relaxed_order`` (ALTER DATABASE on the workers, new connections)."""
+    ``hnsw.iterative_scan = relaxed_order`` (ALTER DATABASE on the coordinator, which Citus
+    forwards to the workers; new connections)."""
     name = corpus_name(size, shards)
     data = dataset(size)
     emb = Vectors()
@@ -582,10 +640,9 @@ def settings_experiment(dsn: str, size: int, shards: int, n_queries: int) -> dic
             plans[shape] = (truths, compiled)
         for variant in variants:
             if variant == "worker default relaxed_order":
-                conn.execute(
-                    "SELECT run_command_on_workers($$ALTER DATABASE pglogic SET"
-                    " hnsw.iterative_scan = 'relaxed_order'$$)"
-                )
+                # on the coordinator: Citus forwards it to the workers (run on a worker it
+                # fails: "operation is not allowed on this node")
+                conn.execute("ALTER DATABASE pglogic SET hnsw.iterative_scan = 'relaxed_order'")
                 conn.commit()
             try:
                 # a new coordinator connection: new worker connections with the defaults
@@ -608,10 +665,7 @@ def settings_experiment(dsn: str, size: int, shards: int, n_queries: int) -> dic
                         print(json.dumps(rows[-1]), flush=True)
             finally:
                 if variant == "worker default relaxed_order":
-                    conn.execute(
-                        "SELECT run_command_on_workers($$ALTER DATABASE pglogic RESET"
-                        " hnsw.iterative_scan$$)"
-                    )
+                    conn.execute("ALTER DATABASE pglogic RESET hnsw.iterative_scan")
                     conn.commit()
     return {"queries": n_queries, "rows": rows}
 
@@ -709,6 +763,7 @@ def markdown(results: dict[str, Any]) -> str:
                     row["p95_ms"],
                     row.get("best_p50_ms", ""),
                     row["recall@10"],
+                    row.get("plan_recall@10", ""),
                     row["fanouts"],
                     row["broadcasts"],
                     row["tasks"],
@@ -732,6 +787,7 @@ def markdown(results: dict[str, Any]) -> str:
                     "p95 ms",
                     "best p50 ms",
                     "recall@10",
+                    "plan recall@10",
                     "fan-outs",
                     "broadcasts",
                     "tasks",
@@ -773,7 +829,8 @@ def markdown(results: dict[str, Any]) -> str:
                 "(1) forwarded (`citus.propagate_set_commands = 'local'`), (2) not forwarded, "
                 "as with `set_config()` or a session `SET` (the workers keep `hnsw.ef_search = "
                 "40` and no iterative scan), (3) not forwarded, with `ALTER DATABASE ... SET "
-                "hnsw.iterative_scan = relaxed_order` on the workers (the fallback of "
+                "hnsw.iterative_scan = relaxed_order` (run on the coordinator, forwarded to the "
+                "workers; the fallback of "
                 "docs/scaling.md 1.3); hits = rows returned (k = 10).".format(exp["queries"]),
                 "",
                 md_table(
@@ -885,12 +942,81 @@ def plans(dsn: str, size: int, shards: int) -> None:
                 "",
             ]
             print(title, phases, flush=True)
+        parts += single_shard_plan(conn, corpus, data)
     (RESULTS_DIR / "citus_plans.md").write_text("\n".join(parts).rstrip() + "\n")
+
+
+def single_shard_plan(conn: Connection, corpus: Corpus, data: Dataset) -> list[str]:
+    """The same statement on a copy of the corpus made a single-shard distributed table
+    (``create_distributed_table(t, NULL)``, Citus >= 12: a table without a shard key, on one
+    node): Citus routes the whole statement to that node as one task."""
+    emb = Vectors()
+    table = sql.Identifier("pglogic", "citus_single_shard_copy")
+    conn.autocommit = True
+    try:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id bigint, external_id text NOT NULL, title text,"
+                " metadata jsonb, embedding vector({}))"
+            ).format(table, sql.Literal(DIM))
+        )
+        conn.execute(
+            "SELECT create_distributed_table('pglogic.citus_single_shard_copy', NULL,"
+            " colocate_with => 'none')"
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} SELECT id, external_id, title, metadata, embedding FROM {}"
+                " WHERE id % 10 = 0"
+            ).format(table, corpus.table)
+        )
+        conn.execute(
+            sql.SQL("CREATE INDEX ON {} USING hnsw (embedding vector_cosine_ops)").format(table)
+        )
+        conn.execute(sql.SQL("CREATE INDEX ON {} (id)").format(table))
+        conn.autocommit = False
+        text = '("t1" OR "t2") AND NOT "t3"'
+        tree = parse(text)
+        emb.current = make_queries(data, 1, 3, seed=77)[0]
+        res = search(conn, corpus, tree, embedder=emb, options=SearchOptions(k=10))
+        conn.commit()
+        vecs = term_vectors(res.compiled, emb)
+        stmt = res.compiled.text.replace(
+            f'"pglogic"."{corpus.table_name}"', '"pglogic"."citus_single_shard_copy"'
+        )
+        with conn.transaction():
+            for st in set_local(with_propagation(conn, res.compiled.settings)):
+                conn.execute(st)
+            rows = conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF) " + stmt,
+                res.compiled.with_vectors(vecs),  # type: ignore[arg-type]
+            ).fetchall()
+        conn.commit()
+        plan = short("\n".join(str(r[0]) for r in rows))
+    finally:
+        conn.autocommit = True
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        conn.autocommit = False
+    return [
+        f"## A single-shard table (no shard key): `{text}`",
+        "",
+        "A copy of every 10th row made a distributed table without a shard key "
+        "(`create_distributed_table(t, NULL)`): the statement goes whole to the one node "
+        "that holds it (router execution: one task, no subplan, no intermediate result).",
+        "",
+        "```text",
+        plan,
+        "```",
+        "",
+    ]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=["load", "measure", "plans", "settings", "report"])
+    ap.add_argument(
+        "action", choices=["load", "measure", "plans", "settings", "report", "planrecall"]
+    )
     ap.add_argument("--dsn", default=DEFAULT_DSN, help="the Citus coordinator")
     ap.add_argument("--single-dsn", default=None, help="a single node to compare exact top k")
     ap.add_argument(
@@ -911,6 +1037,12 @@ def main() -> None:
         results = json.loads(path.read_text()) if path.exists() else {"runs": {}}
         run = results["runs"].setdefault(corpus_name(args.size, args.shards), {})
         run["settings_experiment"] = res
+        write_results("citus", results, markdown(results))
+    elif args.action == "planrecall":  # add plan recall@10 to a measured run
+        path = RESULTS_DIR / "citus.json"
+        results = json.loads(path.read_text())
+        run = results["runs"][corpus_name(args.size, args.shards)]
+        add_plan_recall(args.dsn, args.size, args.shards, run)
         write_results("citus", results, markdown(results))
     elif args.action == "report":  # the Markdown again from bench/results/citus.json
         results = json.loads((RESULTS_DIR / "citus.json").read_text())

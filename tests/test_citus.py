@@ -172,6 +172,12 @@ def test_distributed_table_layout(cconn: psycopg.Connection[Any]) -> None:
         (f"pglogic.{c.table_name}",),
     ).fetchall()
     assert shard_state == [("m {toast_tuple_target=8160}i",)]
+    readable = cconn.execute(
+        "SELECT DISTINCT result FROM run_command_on_shards(%s::regclass,"
+        " $$SELECT has_table_privilege('pglogic_reader', '%%s', 'SELECT')$$)",
+        (f"pglogic.{c.table_name}",),
+    ).fetchall()
+    assert readable == [("t",)]  # the reader role's GRANT reached every shard
     info = corpus_info(cconn, name)
     assert info.distribution == "citus: 3 shards on 2 nodes, by external_id"
 

@@ -160,6 +160,8 @@ class Distribution:
     nodes: int
 
     def __str__(self) -> str:
+        if self.column == "<none>":  # create_distributed_table(t, NULL): one shard, one node
+            return "citus: a single shard (no shard key)"
         return f"citus: {self.shards} shards on {self.nodes} nodes, by {self.column}"
 
 
