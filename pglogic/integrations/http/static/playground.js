@@ -255,6 +255,7 @@ async function init() {
   h.className = "health " + (health.ok ? "up" : "down");
   if (!ops.ok || !corpora.ok) {
     status((corpora.data && corpora.data.error && corpora.data.error.message) || "The API is unavailable", true);
+    document.body.dataset.ready = "error";
     return;
   }
   state.families = ops.data.families;
