@@ -380,8 +380,8 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     settings = _settings(stmt)
     query, params = _save(settings)
     bind = _same_bind(session, stmt)
-    old = session.execute(query, params, bind_arguments=bind).one()
-    settings, old = _on_citus(*_for_server(settings, old))
+    row = session.execute(query, params, bind_arguments=bind).one()
+    settings, old = _on_citus(*_for_server(settings, row))
     for setting in _set(settings):
         session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
@@ -403,8 +403,8 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     settings = _settings(stmt)
     query, params = _save(settings)
     bind = _same_bind(session.sync_session, stmt)
-    old = (await session.execute(query, params, bind_arguments=bind)).one()
-    settings, old = _on_citus(*_for_server(settings, old))
+    row = (await session.execute(query, params, bind_arguments=bind)).one()
+    settings, old = _on_citus(*_for_server(settings, row))
     for setting in _set(settings):
         await session.execute(setting, bind_arguments=bind)
     token = _EXECUTING.set(True)
