@@ -1495,9 +1495,11 @@ BEGIN
         RAISE EXCEPTION 'The query has no positive term to find candidates with (every term '
             'is negated); set "exact": true to scan every document' USING ERRCODE = '22023';
     END IF;
-    IF NOT filtered AND cardinality(candidate_lexical) = 0 THEN
-        -- (the exact fallback is for filtered scans, and for lexical scans, which return only
-        -- the documents that match: fewer than k when few do)
+    IF (NOT filtered AND cardinality(candidate_lexical) = 0) OR cardinality(candidate_terms) = 0
+    THEN
+        -- (the exact fallback is for filtered scans, and for lexical scans beside semantic
+        -- ones; a query whose candidates all come from lexical scans returns its matches only,
+        -- fewer than k when few documents match, never a scan of every document)
         exact_statement := NULL;
     END IF;
 

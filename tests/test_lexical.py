@@ -293,8 +293,9 @@ def test_the_cli_searches_explains_and_manages_lexical_terms(dsn: str, tmp_path:
     refused = run_cli("--dsn", dsn, "search", "farm", "match:wheat")
     assert refused.returncode != 0 and "pglogic corpus lexical NAME" in refused.stderr
     assert "(simple)" in ok("corpus", "lexical", "farm", "--config", "simple")
-    first = ok("search", "farm", "match:wheat", "--json").splitlines()[0]
+    first, *rest = ok("search", "farm", "match:wheat", "--json").splitlines()
     assert json.loads(first)["id"] == "d0" and json.loads(first)["score"] == 1.0
+    assert rest == []  # one story names wheat: no other row is scored to fill k
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,8 @@ FROZEN_SHA256 = {
     "0004_search.sql": "379e70586a165ab891d0753484f769461039a836063a8d6eeaf40c9234c535a3",
     "0005_search.sql": "5e3d5e12d728a17fb7ce52d14e571df4cc8c6ed028a8d44242f25dbdaa395d4e",
     "0006_search.sql": "779ece3bdf15b450ba0615cb0b2eabee272b2ffe930dae097436006c4660c9b6",
-    "0007_search.sql": "0ee59bd9c52adc97d85f235ccf84131c2873f82ba7fe50aedfd0a87494f30aa1",
-    "0008_search.sql": "ba07bee4d910bdefeb26aff4ff7feda7ba707a783a2b0d5446c11a877b8b8ed8",
+    "0007_search.sql": "c6256f64193412339464c5783205c179409094c0b207e3ef49e3ece217e6c16e",
+    "0008_search.sql": "1ce87b7baaa75e68a0f589c4300dedf98c989adefa02d33a664b2fd3bfd97762",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -38,7 +38,15 @@ from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import EmbeddingError, InvalidInput, SearchTimeout
-from pglogic.query import Match, Node, matches, positive_terms, quote_term, to_tree
+from pglogic.query import (
+    Match,
+    Node,
+    matches,
+    positive_matches,
+    positive_terms,
+    quote_term,
+    to_tree,
+)
 from pglogic.query import terms as tree_terms
 from pglogic.query.ast import leaves
 from pglogic.store.calibration_store import resolve_stored_truth
@@ -236,11 +244,14 @@ def search(
         else:
             remember_term_vectors(conn, corpus, new)
     timings = {"compile": t1 - t0, "embed": t2 - t1}
-    if not opts.exact and len(hits) < opts.k:
+    lexical_only = not positive_terms(tree) and bool(positive_matches(tree))
+    if not opts.exact and len(hits) < opts.k and not lexical_only:
         # The index scans found fewer than k rows: under a rare filter an iterative scan stops
         # at hnsw.max_scan_tuples, an over-fetch (pgvector < 0.8) at ef_search rows, and a
         # corpus may hold fewer than k documents. Score every (matching) row instead: k rows
-        # come back whenever k match, and it is cheap when so few do.
+        # come back whenever k match, and it is cheap when so few do. A query whose candidates
+        # all come from lexical scans has them all (every match, up to its depth): it returns
+        # its matches only, never scoring every document to fill k.
         timings["database_approximate"] = time.perf_counter() - t2
         compiled = compile_query(tree, corpus, replace(opts, exact=True))
         hits = execute(conn, compiled, vectors)
