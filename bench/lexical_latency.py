@@ -409,7 +409,12 @@ def explain(conn: Connection, compiled: CompiledQuery, text: str, params: dict[s
         removed = node.get("Rows Removed by Index Recheck", 0) + node.get(
             "Rows Removed by Filter", 0
         )
-        nodes.append([kind, node.get("Actual Rows"), removed, buffers])
+        loops = node.get("Actual Loops", 1) or 1
+        node["Actual Rows"] = node.get("Actual Rows", 0) * loops  # per loop: all workers' rows
+        removed *= loops
+        nodes.append([kind, node["Actual Rows"], removed, buffers, node.get("Workers Launched")])
+        if kind == "Gather Merge" or kind == "Gather":
+            out["workers"] = node.get("Workers Launched", 0)
         if kind == "Bitmap Index Scan":
             out["gin_rows"] = out.get("gin_rows", 0) + node["Actual Rows"]
             out["gin_buffers"] = buffers
@@ -473,17 +478,11 @@ def cmd_measure(args: argparse.Namespace) -> None:
         out["settings"] = {f"{s} / {kind}": c.settings for (s, kind), c in compiled.items()}
         # the scans alone: the lexical x0 and the semantic c0 of "a" AND t (same statement), the
         # x0 of match:t alone, and the c0 of "b" alone
-        scans = {
-            "x0 of match:t": (compiled[("t alone", "lexical")], "x0"),
-            'x0 of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "x0"),
-            'c0 ("a", HNSW) of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "c0"),
-            'sims of "b" alone (HNSW, k)': (compiled[("t alone", "semantic")], "sims"),
-        }
+        scans = scan_statements(compiled)
         levels = [str(x) for x in LEVELS] + ["phrase"]
         results: list[dict[str, Any]] = []
         out["latency"] = results
-        plans: list[dict[str, Any]] = []
-        out["explain"] = plans
+        out["explain"] = []
 
         def vectors(i: int) -> dict[str, np.ndarray]:
             return phrase_vectors(["a and b"], {"a": va[i], "b": vb[i]})
@@ -528,22 +527,82 @@ def cmd_measure(args: argparse.Namespace) -> None:
             for label, secs in timed.items():
                 results.append({"level": level, "what": label, **summary_ms(secs)})
                 log(f"  {label}: {summary_ms(secs)}")
-            for i in range(min(3, len(words))):
-                for label, (c, name) in scans.items():
-                    if not c.lexical and (level != levels[0] or i > 0):
-                        continue
-                    params = c.with_vectors(vectors(i))
-                    if c.lexical:
-                        params = {**params, "q0": words[i]}
-                    plans.append({"level": level, "term": words[i] if c.lexical else None,
-                                  "what": label, **explain(conn, c, cte_of(c, name), params)})  # fmt: skip
-                    if i == 0 and label.startswith('x0 of "a"'):
-                        rows = run_text(conn, c, "EXPLAIN (ANALYZE, BUFFERS, VERBOSE) "
-                                        + cte_of(c, name), params)  # fmt: skip
-                        out.setdefault("plan_text", {})[level] = [r[0] for r in rows]
+            explain_level(conn, scans, level, words, level == levels[0], vectors, out)
             save(data)
         out["bm25_vs_tsvector"] = bm25_vs_tsvector(conn, corpus, terms, levels, args.queries)
         save(data)
+
+
+def scan_statements(
+    compiled: dict[tuple[str, str], CompiledQuery],
+) -> dict[str, tuple[CompiledQuery, str]]:
+    """The scans timed alone: the lexical ``x0`` and the HNSW ``c0`` of ``"a" AND match:t``
+    (same statement), the ``x0`` of ``match:t`` alone, and the HNSW scan of ``"b"`` alone."""
+    return {
+        "x0 of match:t": (compiled[("t alone", "lexical")], "x0"),
+        'x0 of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "x0"),
+        'c0 ("a", HNSW) of "a" AND match:t': (compiled[('"a" AND t', "lexical")], "c0"),
+        'sims of "b" alone (HNSW, k)': (compiled[("t alone", "semantic")], "sims"),
+    }
+
+
+def explain_level(
+    conn: Connection,
+    scans: dict[str, tuple[CompiledQuery, str]],
+    level: str,
+    words: list[str],
+    first: bool,
+    vectors: Callable[[int], dict[str, np.ndarray]],
+    out: dict[str, Any],
+) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) of each scan with the level's first 3 terms (the HNSW scan
+    of "b" once), into ``out["explain"]``; the VERBOSE text of the first mixed ``x0`` into
+    ``out["plan_text"]``."""
+    for i in range(min(3, len(words))):
+        for label, (c, name) in scans.items():
+            if not c.lexical and (not first or i > 0):
+                continue
+            params = c.with_vectors(vectors(i))
+            if c.lexical:
+                params = {**params, "q0": words[i]}
+            out["explain"].append({"level": level, "term": words[i] if c.lexical else None,
+                                   "what": label, **explain(conn, c, cte_of(c, name), params)})  # fmt: skip
+            if i == 0 and label.startswith('x0 of "a"'):
+                rows = run_text(conn, c, "EXPLAIN (ANALYZE, BUFFERS, VERBOSE) "
+                                + cte_of(c, name), params)  # fmt: skip
+                out.setdefault("plan_text", {})[level] = [
+                    re.sub(r"'\[[^\]]*\]'::vector", "'[…]'::vector", r[0]) for r in rows
+                ]
+
+
+def cmd_explain(args: argparse.Namespace) -> None:
+    """The EXPLAIN part of ``measure`` again, on the terms it picked."""
+    data = load_json()
+    out = data["measure"]
+    dsn = make_conninfo(base_dsn(args), dbname=db_name(args.rows))
+    va = query_vectors(args.seed, args.queries, 101)
+    vb = query_vectors(args.seed, args.queries, 202)
+    opts = SearchOptions(k=10)
+
+    def vectors(i: int) -> dict[str, np.ndarray]:
+        return phrase_vectors(["a and b"], {"a": va[i], "b": vb[i]})
+
+    with connect(dsn) as conn:
+        corpus = get_corpus(conn, CORPUS)
+        conn.rollback()
+        compiled: dict[tuple[str, str], CompiledQuery] = {}
+        for shape, (lex, sem) in SHAPES.items():
+            compiled[(shape, "lexical")] = compile_query(parse(lex.format(t='"w"')), corpus, opts)
+            compiled[(shape, "semantic")] = compile_query(parse(sem), corpus, opts)
+        scans = scan_statements(compiled)
+        out["explain"] = []
+        out["plan_text"] = {}
+        levels = [lv for lv, ts in out["terms"].items() if ts]
+        for level in levels:
+            words = [w for w, _ in out["terms"][level]]
+            explain_level(conn, scans, level, words, level == levels[0], vectors, out)
+            log(f"explained {level}")
+    save(data)
 
 
 def cmd_semantic(args: argparse.Namespace) -> None:
@@ -586,6 +645,43 @@ def cmd_semantic(args: argparse.Namespace) -> None:
     }
     for r in out["semantic_rerun"]["rows"]:
         log(f"  {r}")
+    save(data)
+
+
+def cmd_bm25_serial(args: argparse.Namespace) -> None:
+    """pg_search's top-depth query again without parallel workers
+    (``max_parallel_workers_per_gather = 0``): the plan ``measure`` timed is a Gather Merge over
+    2 workers, whose start-up is part of its latency."""
+    data = load_json()
+    out = data["measure"]
+    dsn = make_conninfo(base_dsn(args), dbname=db_name(args.rows))
+    depth = out["bm25_vs_tsvector"]["depth"]
+    rows = []
+    with connect(dsn) as conn:
+        conn.autocommit = True
+        corpus = get_corpus(conn, CORPUS)
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        for level, ts in out["terms"].items():
+            words = [w for w, _ in ts]
+            if not words:
+                continue
+            op = "###" if level == "phrase" else "|||"
+            q = sql.SQL(
+                "SELECT id, pdb.score(id) FROM {t} WHERE text " + op + " %(q)s"
+                " ORDER BY pdb.score(id) DESC LIMIT %(d)s"
+            ).format(t=corpus.table)
+            timed = time_jobs(
+                {
+                    "bm25": lambda i, q=q, ws=words: conn.execute(
+                        q, {"q": ws[i % len(ws)], "d": depth}
+                    ).fetchall()
+                },
+                args.queries,
+                len(words),
+            )
+            rows.append({"level": level, **summary_ms(timed["bm25"])})
+            log(f"  bm25 serial {rows[-1]}")
+    out["bm25_serial"] = rows
     save(data)
 
 
@@ -664,6 +760,11 @@ def bm25_vs_tsvector(conn: Connection, corpus: Corpus, terms: dict[str, list[tup
     return out
 
 
+#: Ingest variants: no lexical column; the column and its GIN index (what ``create_corpus``
+#: makes); the column alone (its GIN index dropped: the cost of computing the words).
+INGEST_VARIANTS = ("without", "with", "column")
+
+
 def cmd_ingest(args: argparse.Namespace) -> None:
     """Rows/s of ``ingest_records`` (vectors given, default batch) into a corpus with and
     without the lexical column, alternating, twice each; and adding the column afterwards."""
@@ -683,11 +784,18 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     try:
         with connect(dsn) as conn:
             for r in range(args.ingest_rounds):
-                order = ["without", "with"] if r % 2 == 0 else ["with", "without"]
+                order = list(INGEST_VARIANTS) if r % 2 == 0 else list(reversed(INGEST_VARIANTS))
                 for variant in order:
                     busy = cpu_busy()
                     corpus = create_corpus(conn, f"{variant}{r}", model="synthetic", dim=DIM,
-                                           lexical=TEXT_CONFIG if variant == "with" else None)  # fmt: skip
+                                           lexical=None if variant == "without" else TEXT_CONFIG)  # fmt: skip
+                    if variant == "column":  # the tsvector column without its GIN index
+                        conn.execute(
+                            sql.SQL("DROP INDEX {}").format(
+                                sql.Identifier("pglogic", index_name(corpus))
+                            )
+                        )
+                        conn.commit()
                     t0 = time.perf_counter()
                     stats = ingest_records(conn, corpus, recs, embedder=None)
                     secs = time.perf_counter() - t0
@@ -708,7 +816,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
                     save(data)
     finally:
         drop_database(base, name)
-    for variant in ("without", "with"):
+    for variant in INGEST_VARIANTS:
         rates = [x["rows_per_s"] for x in out["runs"] if x["lexical"] == variant]
         out[f"median_rows_per_s_{variant}"] = round(statistics.median(rates))
     save(data)
@@ -718,7 +826,43 @@ def cmd_ingest(args: argparse.Namespace) -> None:
 
 
 #: The findings, written after the run (rendered under "What this means").
-FINDINGS = ""
+FINDINGS = """
+The machine was shared: other helpers' jobs kept both cores 100% busy during the whole run
+(`cpu_busy_before` in the JSON), so absolute times are inflated and p95s carry scheduling stalls
+of ~90 ms even for 1 ms queries; medians, rows and buffers are the solid part, and the ratios.
+
+- **A lexical candidate scan is cheap when the term is rare.** `x0` finds the term's documents
+  in the GIN index (a handful of index pages) but the index gives no order: every matching row
+  is fetched, its tsvector detoasted, ranked with `ts_rank_cd` (and, in a mixed statement, every
+  semantic similarity of the statement computed) before the top depth is kept: ~4 buffers and
+  15–30 µs per matching row. Up to ~100 matches it costs 1–2 ms, less than the HNSW scan of a
+  semantic term (~10 ms at depth 142); at ~1k matches (0.1% of the corpus) 28 ms, about 3× an
+  HNSW scan; at ~10k 0.2 s and at ~100k 1.3–1.7 s, and the whole statement follows. A phrase of
+  two common words pays for every document holding both words (~20k rechecked for ~120
+  matches: ~0.28 s).
+- **Negated lexical terms cost nothing at any frequency**: `"a" AND NOT match:t` evaluates `t`
+  on the HNSW candidates only (5–13 ms from 10 to 100k matches), cheaper than the semantic
+  `"a" AND NOT "b"` (32 ms: the guide scan at depth 400).
+- **pg_search's BM25 stays flat**: its top 100 cost 1.3 ms (10 matches) to 25 ms (100k
+  matches) with parallel workers off, against 0.8 ms to 1.7 s for `@@` + `ts_rank_cd`: the
+  same below ~100 matches, 5× faster at 1k, 25× at 10k, 68× at 100k, 40× for a phrase. Its
+  default plan (Gather Merge over 2 workers) adds ~40 ms of worker start-up on this machine:
+  set `max_parallel_workers_per_gather = 0` around it. Its index built in 236 s (563 MiB)
+  against 994 s for the GIN index (542 MiB) plus 434 s to add the stored tsvector column, which
+  grows the table from 3.0 to 5.4 GiB (1.6 KB of tsvector per row). The two rankings share
+  little of their top 100 for frequent words (`top overlap`): ts_rank_cd has many ties and no
+  document-length or rarity weighting.
+- **Ingest**: with the lexical column and its GIN index, `ingest_records` loads ~2.1k rows/s
+  against ~11.5k without (0.19×); the column alone (no GIN) ~4.3k: computing the words and
+  maintaining the GIN index each take about half. Adding the column after a load is slower
+  still (64 s for 100k rows, against ~40 s more inline).
+
+So: lexical terms are the right tool for what they are for (names, codes, rare words: ≤ ~1k
+matching documents, at or below the cost of a semantic term), and a negated lexical term is
+free. A positive lexical term on a frequent word (≥ ~10k documents) is 20–150× the cost of an
+HNSW scan with the built-in full text; there, either leave it to the other terms' candidates
+(evaluate it only on them, as for negations) or use pg_search's BM25 where it exists.
+"""
 
 
 def _ms(row: dict[str, Any] | None) -> str:
@@ -871,7 +1015,12 @@ def markdown(data: dict[str, Any]) -> str:
                     if not ps:
                         continue
                     med = lambda key, ps=ps: statistics.median(p.get(key, 0) for p in ps)  # noqa: E731
-                    rows.append([label, _level_name(lv), ps[0].get("scan", ""), med("gin_rows"),
+                    plan = ps[0].get("scan", "") + (
+                        f" (parallel, {max(p.get('workers', 0) for p in ps)} workers in some)"
+                        if any(p.get("workers") for p in ps)
+                        else ""
+                    )
+                    rows.append([label, _level_name(lv), plan, med("gin_rows"),
                                  med("heap_rows"), med("removed"), med("heap_blocks_exact"),
                                  med("heap_blocks_lossy"), med("shared_hit") + med("shared_read"),
                                  ps[0].get("sort", ""), med("execution_ms")])  # fmt: skip
@@ -915,6 +1064,7 @@ def markdown(data: dict[str, Any]) -> str:
                 "",
             ]
         bv = meas.get("bm25_vs_tsvector")
+        serial = {r["level"]: r for r in meas.get("bm25_serial", [])}
         if bv:
             out += [
                 f"## pg_search (BM25) vs built-in full text: top {bv['depth']} candidates of a "
@@ -932,7 +1082,8 @@ def markdown(data: dict[str, Any]) -> str:
                         [
                             "t's document frequency",
                             "tsvector + GIN, ts_rank_cd",
-                            "pg_search BM25",
+                            "pg_search BM25 (2 parallel workers)",
+                            "pg_search BM25, no parallel workers",
                             "top overlap",
                         ],
                         [
@@ -940,6 +1091,7 @@ def markdown(data: dict[str, Any]) -> str:
                                 _level_name(r["level"]),
                                 f"{r['tsvector_p50_ms']:.3g} / {r['tsvector_p95_ms']:.3g}",
                                 f"{r['bm25_p50_ms']:.3g} / {r['bm25_p95_ms']:.3g}",
+                                _ms(serial.get(r["level"])),
                                 r["top_overlap"],
                             ]
                             for r in bv["rows"]
@@ -955,6 +1107,9 @@ def markdown(data: dict[str, Any]) -> str:
     if ing:
         out += [
             f"## Ingest cost: {ing['rows']:,} documents through `ingest_records` (vectors given)",
+            "",
+            "lexical column: without = none; with = the generated tsvector column and its GIN "
+            "index (what `create_corpus` makes); column = the column, its GIN index dropped.",
             "",
             md_table(
                 [
@@ -983,8 +1138,12 @@ def markdown(data: dict[str, Any]) -> str:
         ]
         if "median_rows_per_s_with" in ing:
             w, wo = ing["median_rows_per_s_with"], ing["median_rows_per_s_without"]
+            col = ing.get("median_rows_per_s_column")
             out += [
-                f"Median: {wo:,} rows/s without the lexical column, {w:,} with it ({w / wo:.2f}×).",
+                f"Median: {wo:,} rows/s without the lexical column, {w:,} with it and its GIN "
+                f"index ({w / wo:.2f}×)"
+                + (f", {col:,} with the column but no GIN index ({col / wo:.2f}×)" if col else "")
+                + ".",
                 "",
             ]
     if meas.get("plan_text"):
@@ -996,6 +1155,7 @@ def markdown(data: dict[str, Any]) -> str:
             "",
         ]
         for lv, lines in meas["plan_text"].items():
+            lines = [re.sub(r"'\[[^\]]*\]'::vector", "'[…]'::vector", ln) for ln in lines]
             out += [f"{_level_name(lv)}:", "", "```", *lines, "```", ""]
     return "\n".join(out)
 
@@ -1007,7 +1167,10 @@ def cmd_render(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("step", choices=["load", "measure", "semantic", "ingest", "render"])
+    ap.add_argument(
+        "step",
+        choices=["load", "measure", "semantic", "bm25-serial", "explain", "ingest", "render"],
+    )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--vocab", type=int, default=1_000_000, help="vocabulary size (words)")
     ap.add_argument("--seed", type=int, default=11)
@@ -1027,6 +1190,8 @@ def main() -> None:
         "ingest": cmd_ingest,
         "render": cmd_render,
         "semantic": cmd_semantic,
+        "bm25-serial": cmd_bm25_serial,
+        "explain": cmd_explain,
     }[args.step](args)
 
 
