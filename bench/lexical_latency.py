@@ -865,8 +865,12 @@ HNSW scan with the built-in full text; there, either leave it to the other terms
 """
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def _ms(row: dict[str, Any] | None) -> str:
-    return f"{row['p50_ms']:.3g} / {row['p95_ms']:.3g}" if row else ""
+    return f"{_num(row['p50_ms'])} / {_num(row['p95_ms'])}" if row else ""
 
 
 def _level_name(level: str) -> str:
@@ -1089,8 +1093,8 @@ def markdown(data: dict[str, Any]) -> str:
                         [
                             [
                                 _level_name(r["level"]),
-                                f"{r['tsvector_p50_ms']:.3g} / {r['tsvector_p95_ms']:.3g}",
-                                f"{r['bm25_p50_ms']:.3g} / {r['bm25_p95_ms']:.3g}",
+                                f"{_num(r['tsvector_p50_ms'])} / {_num(r['tsvector_p95_ms'])}",
+                                f"{_num(r['bm25_p50_ms'])} / {_num(r['bm25_p95_ms'])}",
                                 _ms(serial.get(r["level"])),
                                 r["top_overlap"],
                             ]
@@ -1098,6 +1102,9 @@ def markdown(data: dict[str, Any]) -> str:
                         ],
                     ),
                     "",
+                    "The column without parallel workers was timed in a later step "
+                    "(`bm25-serial`, `max_parallel_workers_per_gather = 0`); the other two "
+                    "alternate per query. "
                     "top overlap: the share of the smaller top list found in the other (the two "
                     "rankings differ: ts_rank_cd counts cover density, BM25 weighs term "
                     "frequency by document length; ties are broken differently).",
