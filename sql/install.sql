@@ -5306,7 +5306,7 @@ UPDATE pglogic_alembic_version SET version_num='0006' WHERE pglogic_alembic_vers
 
 -- Running upgrade 0006 -> 0007
 
-ALTER TABLE pglogic.corpora ADD COLUMN IF NOT EXISTS lexical_config text;
+CREATE TABLE IF NOT EXISTS pglogic.lexical_indexes ( corpus_id integer PRIMARY KEY REFERENCES pglogic.corpora(id) ON DELETE CASCADE, config text NOT NULL);
 
 DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);
 DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
@@ -5338,7 +5338,7 @@ DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text, integer)
 -- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
 -- words in this order: pglogic.query.Match), searched in the corpus's lexical index (the
 -- generated tsvector column "tsv", GIN-indexed, in the text search configuration
--- pglogic.corpora.lexical_config) with phraseto_tsquery; option "lexical" chooses its truth value,
+-- pglogic.lexical_indexes) with phraseto_tsquery; option "lexical" chooses its truth value,
 -- "crisp" (the default: 1 when the document's words match, else 0) or "rank" (ts_rank_cd(tsv, q,
 -- 32) = r / (r + 1), 0 without a match), used as it is by every operator family (no truth map).
 -- Positive lexical terms scan the GIN index for candidates (ranked, depth rows each), negated
@@ -6547,7 +6547,9 @@ DECLARE
     sim_names text[];
     tsq text;
 BEGIN
-    SELECT co.id, co.table_name, e.model, e.dim, e.column_name, co.lexical_config INTO c
+    SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
+           (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
+           AS lexical_config INTO c
     FROM pglogic.corpora co
     JOIN pglogic.embeddings e ON e.corpus_id = co.id AND e.is_active
     WHERE co.name = corpus;
@@ -7115,7 +7117,7 @@ UPDATE pglogic_alembic_version SET version_num='0007' WHERE pglogic_alembic_vers
 -- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
 -- words in this order: pglogic.query.Match), searched in the corpus's lexical index (the
 -- generated tsvector column "tsv", GIN-indexed, in the text search configuration
--- pglogic.corpora.lexical_config) with phraseto_tsquery; option "lexical" chooses its truth value,
+-- pglogic.lexical_indexes) with phraseto_tsquery; option "lexical" chooses its truth value,
 -- "crisp" (the default: 1 when the document's words match, else 0) or "rank" (ts_rank_cd(tsv, q,
 -- 32) = r / (r + 1), 0 without a match), used as it is by every operator family (no truth map).
 -- Positive lexical terms scan the GIN index for candidates (ranked, depth rows each), negated
@@ -8324,7 +8326,9 @@ DECLARE
     sim_names text[];
     tsq text;
 BEGIN
-    SELECT co.id, co.table_name, e.model, e.dim, e.column_name, co.lexical_config INTO c
+    SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
+           (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
+           AS lexical_config INTO c
     FROM pglogic.corpora co
     JOIN pglogic.embeddings e ON e.corpus_id = co.id AND e.is_active
     WHERE co.name = corpus;

@@ -164,6 +164,30 @@ def test_explain_with_the_and_texts_and_two_nots(api_client: TestClient) -> None
             assert n["without"] * n["truth"] == pytest.approx(h["score"], rel=1e-6)
 
 
+def test_lexical_terms_have_their_truths_roles_and_not_contributions(
+    api_client: TestClient,
+) -> None:
+    q = '"grain" AND NOT match:wheat'
+    body = search(api_client, query=q, k=10, explain=True, lexical="crisp").json()
+    roles = {t["text"]: t["role"] for t in body["terms"]}
+    assert roles == {"grain": "positive", 'match:"wheat"': "negated"}
+    scores = []
+    for h in body["hits"]:
+        assert set(h["lexical"]) == {"wheat"} and h["lexical"]["wheat"] in (0.0, 1.0)
+        ex = h["explain"]
+        assert ex["truths"]['match:"wheat"'] == h["lexical"]["wheat"]
+        (n,) = ex["nots"]
+        assert n["expr"] == 'NOT match:"wheat"' and n["terms"] == ['match:"wheat"']
+        assert n["truth"] == 1.0 - h["lexical"]["wheat"]
+        assert h["score"] == pytest.approx(n["without"] + n["contribution"])
+        scores.append((h["score"], h["lexical"]["wheat"]))
+    # every story that names wheat scores 0, below every one that does not
+    assert scores and all(s == 0.0 for s, w in scores if w == 1.0)
+    assert sorted(scores, key=lambda p: -p[0]) == scores
+    bad = search(api_client, query='"grain" AND NOT match:', k=3)
+    assert error(bad, 400, "query_syntax")["column"] == 17
+
+
 def test_explain_in_another_mode_has_no_not_contributions(api_client: TestClient) -> None:
     hits = search(api_client, k=3, explain=True, mode="nsfl").json()["hits"]
     assert hits and all(h["explain"]["nots"] is None for h in hits)

@@ -120,7 +120,7 @@ def table_indexes(conn: Connection) -> dict[str, bool]:
 
 def clean_state(conn: Connection, *, hnsw: tuple[str, ...] = (X,)) -> None:
     """Exactly the indexes a corpus should have, all valid, and the registry names them."""
-    expected = {"corpus_1_pkey", "corpus_1_external_id_key", GIN, *hnsw}
+    expected = {"corpus_1_pkey", "corpus_1_external_id_key", "corpus_1_tsv", GIN, *hnsw}
     assert table_indexes(conn) == dict.fromkeys(expected, True)
     rows = conn.execute(
         "SELECT column_name, index_name FROM pglogic.embeddings WHERE corpus_id = 1 ORDER BY id"

@@ -31,8 +31,8 @@ FROZEN_SHA256 = {
     "0004_search.sql": "379e70586a165ab891d0753484f769461039a836063a8d6eeaf40c9234c535a3",
     "0005_search.sql": "5e3d5e12d728a17fb7ce52d14e571df4cc8c6ed028a8d44242f25dbdaa395d4e",
     "0006_search.sql": "779ece3bdf15b450ba0615cb0b2eabee272b2ffe930dae097436006c4660c9b6",
-    "0007_search.sql": "c6256f64193412339464c5783205c179409094c0b207e3ef49e3ece217e6c16e",
-    "0008_search.sql": "1ce87b7baaa75e68a0f589c4300dedf98c989adefa02d33a664b2fd3bfd97762",
+    "0007_search.sql": "2d9931b6efecb9b2d68e2e6b463978f68f26f9b7512db7301aee11c61c7f6641",
+    "0008_search.sql": "dc263e82305b333e8ac24f4892f22a891bc4de6947fcfff58b880f90ca563ab8",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -1248,7 +1248,10 @@ def test_lexical_errors_are_pythons(news: Conn) -> None:
 
 
 def test_lexical_terms_need_the_corpus_lexical_index(news: Conn) -> None:
-    news.execute("UPDATE pglogic.corpora SET lexical_config = NULL WHERE name = 'news'")
+    news.execute(
+        "DELETE FROM pglogic.lexical_indexes WHERE corpus_id ="
+        " (SELECT id FROM pglogic.corpora WHERE name = 'news')"
+    )
     exc = sql_error(news, "news", {"op": "or", "args": [{"match": 'a "b"'}, {"match": "c"}]})
     assert isinstance(exc, errors.InvalidParameterValue)
     assert message(exc) == (
@@ -1339,15 +1342,14 @@ def test_migration_0006_sets_the_new_default_and_downgrades(dsn: str) -> None:
 
 
 def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
-    """0007 adds pglogic.corpora.lexical_config and the SQL function's lexical terms; down to
+    """0007 adds pglogic.lexical_indexes and the SQL function's lexical terms; down to
     0006 a lexical term is an invalid node again and the column is gone, up again as before."""
     query = {"op": "and", "args": [{"term": "a", "vector": [1.0, 0.0]}, {"match": "wheat"}]}
 
     def state() -> tuple[bool, str, str]:
         with connect(dsn) as c:
             row = c.execute(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema ="
-                " 'pglogic' AND table_name = 'corpora' AND column_name = 'lexical_config'),"
+                "SELECT to_regclass('pglogic.lexical_indexes') IS NOT NULL,"
                 " pg_get_function_result('pglogic.search(text, jsonb)'::regprocedure)"
             ).fetchone()
             try:

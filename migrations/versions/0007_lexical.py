@@ -1,9 +1,11 @@
 """Lexical terms: each corpus may have a lexical (full-text) index, and ``pglogic.search()`` reads them.
 
-Adds ``pglogic.corpora.lexical_config``: the text search configuration of the corpus's
-``tsv`` column (``to_tsvector(config, title || ' ' || text)``, generated and stored, with a GIN
-index) that ``match:"..."`` terms search; NULL when the corpus has no lexical index. The column
-and its index are made by ``pglogic corpus lexical NAME`` (new corpora get them at creation).
+Adds the table ``pglogic.lexical_indexes`` (corpus_id, config): the text search configuration of
+each corpus's ``tsv`` column (``to_tsvector(config, title || ' ' || text)``, generated and
+stored, with a GIN index) that ``match:"..."`` terms search; no row when the corpus has no
+lexical index. The column and its index are made by ``pglogic corpus lexical NAME`` (new corpora
+get them at creation). A table rather than a column of ``pglogic.corpora``: downgrading drops it
+and upgrading makes it again with the catalog as it was.
 
 Then applies ``versions/sql/0007_search.sql``, the frozen text of ``sql/search.sql`` at this
 revision (every statement in it is idempotent): the query tree takes lexical terms
@@ -15,7 +17,7 @@ dropped); ``_plan`` (and ``search_plan``, whose SQL body depends on it) and ``se
 other columns, so they are dropped first.
 
 Downgrading drops the new functions, applies 0006's ``0006_search.sql`` again (which creates
-the old ones) and drops the column (the corpora keep their ``tsv`` columns, which nothing reads
+the old ones) and drops the table (the corpora keep their ``tsv`` columns, which nothing reads
 then).
 
 Revision ID: 0007
@@ -68,7 +70,11 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE pglogic.corpora ADD COLUMN IF NOT EXISTS lexical_config text")
+    op.execute(
+        "CREATE TABLE IF NOT EXISTS pglogic.lexical_indexes ("
+        " corpus_id integer PRIMARY KEY REFERENCES pglogic.corpora(id) ON DELETE CASCADE,"
+        " config text NOT NULL)"
+    )
     _run(DROP_OLD)
     _run(_frozen("0007_search.sql"))
 
@@ -76,4 +82,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     _run(DROP_NEW)
     _run(_frozen("0006_search.sql"))
-    op.execute("ALTER TABLE pglogic.corpora DROP COLUMN IF EXISTS lexical_config")
+    op.execute("DROP TABLE IF EXISTS pglogic.lexical_indexes")

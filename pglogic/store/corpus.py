@@ -37,7 +37,9 @@ from pglogic.store.lexical import DEFAULT_TEXT_CONFIG, add_lexical_index
 
 _SELECT = sql.SQL(
     "SELECT c.id, c.name, c.table_name, e.model, e.dim, e.distance, e.column_name, "
-    "e.index_name, e.index_params, c.lexical_config FROM pglogic.corpora c "
+    "e.index_name, e.index_params,"
+    " (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = c.id)"
+    " FROM pglogic.corpora c "
     "JOIN pglogic.embeddings e ON e.corpus_id = c.id AND e.is_active "
 )
 

@@ -4,7 +4,7 @@ The column is ``to_tsvector(config, coalesce(title, '') || ' ' || text)``, gener
 by PostgreSQL (so every insert and update of a document keeps it current: ingest needs no
 change), with a GIN index that finds a term's matching documents. ``config`` is a text search
 configuration (``english`` stems and drops stop words; ``simple`` keeps every word as it is),
-recorded in ``pglogic.corpora.lexical_config``. This is PostgreSQL's built-in full-text search:
+recorded in ``pglogic.lexical_indexes``. This is PostgreSQL's built-in full-text search:
 it runs on any PostgreSQL (the docker image, managed services), unlike an extension's BM25.
 
 Example:
@@ -105,7 +105,9 @@ def add_lexical_index(
             )
         )
         conn.execute(
-            "UPDATE pglogic.corpora SET lexical_config = %s WHERE id = %s", (config, corpus.id)
+            "INSERT INTO pglogic.lexical_indexes (corpus_id, config) VALUES (%s, %s)"
+            " ON CONFLICT (corpus_id) DO UPDATE SET config = EXCLUDED.config",
+            (corpus.id, config),
         )
     return _with_config(corpus, config)
 
@@ -123,7 +125,7 @@ def drop_lexical_index(conn: Connection, corpus: Corpus) -> Corpus:
                 sql.Identifier(SCHEMA, corpus.table_name), sql.Identifier(LEXICAL_COLUMN)
             )
         )
-        conn.execute("UPDATE pglogic.corpora SET lexical_config = NULL WHERE id = %s", (corpus.id,))
+        conn.execute("DELETE FROM pglogic.lexical_indexes WHERE corpus_id = %s", (corpus.id,))
     return _with_config(corpus, None)
 
 

@@ -25,9 +25,21 @@ import numpy as np
 
 from pglogic.engine.conjunction import and_texts, with_and_texts
 from pglogic.engine.operators import NumpyAlgebra, OperatorFamily, resolve_truth
-from pglogic.query import And, Node, Not, Or, Term, negated_only_terms, positive_terms, terms
+from pglogic.query import (
+    And,
+    Match,
+    Node,
+    Not,
+    Or,
+    Term,
+    matches,
+    negated_only_terms,
+    positive_matches,
+    positive_terms,
+    terms,
+)
 
-__all__ = ["dense_text", "explain_hit", "term_roles"]
+__all__ = ["dense_text", "explain_hit", "lexical_roles", "term_roles"]
 
 _ALG = NumpyAlgebra()
 #: How far the recomputed score may be from the database's (float4 vectors, float8 scores).
@@ -60,14 +72,27 @@ def term_roles(tree: Node, scored: list[str]) -> dict[str, str]:
     return out
 
 
+def lexical_roles(tree: Node) -> dict[str, str]:
+    """The role of every lexical term, by its canonical text (``match:"wheat"``, the key of its
+    truth in an explanation): ``positive`` or ``negated``.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> lexical_roles(parse('"a" AND NOT match:wheat'))
+        {'match:"wheat"': 'negated'}
+    """
+    positive = set(positive_matches(tree))
+    return {str(Match(t)): "positive" if t in positive else "negated" for t in matches(tree)}
+
+
 def _only_fuzzy_nodes(node: Node) -> bool:
-    if isinstance(node, Term):
+    if isinstance(node, Term | Match):
         return True
     if isinstance(node, Not):
         return _only_fuzzy_nodes(node.child)
     if isinstance(node, And | Or):
         return all(_only_fuzzy_nodes(c) for c in node.children)
-    return False  # a lexical match or another leaf the NumPy face does not score here
+    return False  # another leaf the NumPy face does not score here
 
 
 def _nots(node: Node) -> list[Not]:
@@ -92,12 +117,15 @@ def _score(
     family: OperatorFamily,
     truth: Any,
     dropped: Not | None,
+    lexical: Mapping[str, float] | None = None,
 ) -> float:
     def walk(n: Node) -> Any:
         if dropped is not None and n == dropped:
             return np.float64(1.0)
         if isinstance(n, Term):
             return truth.definition(_ALG, np.float64(sims[n.text]))
+        if isinstance(n, Match):  # a lexical truth, used as it is
+            return np.float64((lexical or {})[n.text])
         if isinstance(n, Not):
             return family.not_.definition(_ALG, walk(n.child))
         assert isinstance(n, And | Or)
@@ -116,8 +144,12 @@ def explain_hit(
     truth: str,
     *,
     and_text: int,
+    lexical: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Per-text truth values and per-NOT contributions of one hit (fuzzy mode).
+
+    ``lexical`` holds the hit's lexical terms' truths (``Hit.lexical``); they join ``truths``
+    under their canonical text (``match:"wheat"``).
 
     Returns ``{"truths": {text: truth value}, "nots": [{"expr", "terms", "truth", "without",
     "contribution"}]}``; ``truth`` of a NOT is its value (the factor it multiplies by under a
@@ -136,23 +168,28 @@ def explain_hit(
     truths = {
         t: float(np.asarray(tmap.definition(_ALG, np.float64(s)))) for t, s in similarities.items()
     }
+    lex = dict(lexical or {})
+    truths.update({str(Match(t)): float(v) for t, v in lex.items()})
     scored = with_and_texts(tree, and_text)
     out: dict[str, Any] = {"truths": truths, "nots": None}
-    if not _only_fuzzy_nodes(scored) or any(t not in similarities for t in terms(scored)):
+    if (
+        not _only_fuzzy_nodes(scored)
+        or any(t not in similarities for t in terms(scored))
+        or any(t not in lex for t in matches(scored))
+    ):
         return out
-    full = _score(scored, similarities, family, tmap, None)
+    full = _score(scored, similarities, family, tmap, None, lex)
     if not abs(full - score) <= TOLERANCE * max(1.0, abs(score)):
         return out
     nots = []
     for node in _nots(scored):
-        without = _score(scored, similarities, family, tmap, node)
-        value = float(
-            np.asarray(family.not_.definition(_ALG, _value(node.child, similarities, family, tmap)))
-        )
+        without = _score(scored, similarities, family, tmap, node, lex)
+        child = _score(node.child, similarities, family, tmap, None, lex)
+        value = float(np.asarray(family.not_.definition(_ALG, child)))
         nots.append(
             {
                 "expr": str(node),
-                "terms": terms(node),
+                "terms": terms(node) + [str(Match(t)) for t in matches(node)],
                 "truth": value,
                 "without": without,
                 "contribution": full - without,
@@ -160,10 +197,6 @@ def explain_hit(
         )
     out["nots"] = nots
     return out
-
-
-def _value(node: Node, sims: Mapping[str, float], family: OperatorFamily, truth: Any) -> Any:
-    return _score(node, sims, family, truth, None)
 
 
 def dense_text(tree: Node) -> str:

@@ -27,7 +27,7 @@ from pglogic.engine.options import MODES
 from pglogic.errors import ConfigError
 from pglogic.integrations.http.backend import Backend
 from pglogic.integrations.http.errors import ApiError
-from pglogic.integrations.http.explain import dense_text, explain_hit, term_roles
+from pglogic.integrations.http.explain import dense_text, explain_hit, lexical_roles, term_roles
 
 __all__ = ["router"]
 
@@ -90,6 +90,9 @@ class Options(BaseModel):
     and_text: int = Field(DEFAULT_AND_TEXT, ge=0, le=MAX_AND_TEXT,
                           description="Weight of each AND's own text (fuzzy mode)")  # fmt: skip
     exact: bool = Field(False, description="Score every document (no index)")
+    lexical: Literal["crisp", "rank"] = Field(
+        "crisp", description="Truth of a lexical term (match:word): 1/0, or its normalised rank"
+    )
 
 
 class SearchRequest(Options):
@@ -159,6 +162,9 @@ class HitOut(BaseModel):
     similarities: dict[str, float] = Field(description="Cosine similarity of each scored text")
     metadata: dict[str, Any]
     explain: Explanation | None = None
+    lexical: dict[str, float] = Field(
+        default_factory=dict, description="Truth of each lexical term (match:...), by its words"
+    )
 
 
 class SqlOut(BaseModel):
@@ -334,13 +340,14 @@ def _hits(result: Any, *, explain: bool, and_text: int) -> list[HitOut]:
         if explain:
             c = result.compiled
             raw = explain_hit(result.tree, h.similarities, h.score, c.family, c.truth,
-                              and_text=and_text if c.mode == "fuzzy" else 0)  # fmt: skip
+                              and_text=and_text if c.mode == "fuzzy" else 0,
+                              lexical=h.lexical)  # fmt: skip
             if c.mode != "fuzzy":
                 raw["nots"] = None
             ex = Explanation.model_validate(raw)
         out.append(HitOut(rank=i, id=h.external_id, title=h.title, score=h.score,
                           similarities=h.similarities, metadata=h.metadata or {},
-                          explain=ex))  # fmt: skip
+                          explain=ex, lexical=h.lexical))  # fmt: skip
     return out
 
 
@@ -349,6 +356,7 @@ def _response(req: SearchRequest | AskRequest, result: Any, took: float) -> dict
 
     logical = not isinstance(result.tree, Term) or '"' in getattr(req, "query", '"')
     roles = term_roles(result.tree, list(result.compiled.terms))
+    roles.update(lexical_roles(result.tree))
     return {
         "corpus": req.corpus,
         "query": str(result.tree) if logical else result.tree.text,
@@ -373,6 +381,7 @@ def _search(b: Backend, req: Options, corpus: str, query: Any, timeout: float | 
         filters=_filters(req.filters),
         and_text=req.and_text,
         exact=req.exact,
+        lexical=req.lexical,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
     )
@@ -419,7 +428,8 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
     _check(b, req.query, req.k)
     opts = SearchOptions(k=req.k, operators=req.operators, truth=req.truth, mode=req.mode,
                          filters=_filters(req.filters), and_text=req.and_text,
-                         exact=req.exact, timeout=b.config.timeout)  # fmt: skip
+                         exact=req.exact, timeout=b.config.timeout,
+                         lexical=req.lexical)  # fmt: skip
     tree = to_tree(req.query)
     if req.corpus:
         compiled = b.api.compile(req.corpus, tree, opts)
@@ -427,10 +437,11 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
         from pglogic.config import DEFAULT_MODEL
 
         sample = Corpus(0, "sample", "corpus_0", DEFAULT_MODEL, 384, "cosine", "embedding", None,
-                        None)  # fmt: skip
+                        None, "english")  # fmt: skip
         compiled = compile_tree(tree, sample, opts)
     plain = tree.text if isinstance(tree, Term) and '"' not in req.query else None
     roles = term_roles(tree, list(compiled.terms))
+    roles.update(lexical_roles(tree))
     return {
         "query": str(tree) if plain is None else plain,
         "logical": plain is None,
@@ -463,6 +474,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         filters=_filters(req.filters),
         and_text=req.and_text,
         exact=req.exact,
+        lexical=req.lexical,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,
     )
