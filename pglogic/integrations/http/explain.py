@@ -185,7 +185,7 @@ def explain_hit(
     for node in _nots(scored):
         without = _score(scored, similarities, family, tmap, node, lex)
         child = _score(node.child, similarities, family, tmap, None, lex)
-        value = float(np.asarray(family.not_.definition(_ALG, child)))
+        value = float(np.asarray(family.not_.definition(_ALG, np.asarray([child]))[0]))
         nots.append(
             {
                 "expr": str(node),
