@@ -573,9 +573,7 @@ class _Parts:
     def tsquery(self, j: int) -> sql.Composable:
         """The ``tsquery`` of lexical term ``j``: its words as a phrase, in the corpus's
         configuration."""
-        return sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
-            self.ph(TEXT_CONFIG), self.ph(f"q{j}")
-        )
+        return _tsquery(self.pre, j)
 
     def matched(self, j: int) -> sql.Composable:
         """Whether the document's words match lexical term ``j`` (served by the GIN index)."""
@@ -586,6 +584,14 @@ class _Parts:
         return sql.SQL("ts_rank_cd({}, {}, 32)").format(
             self.src.col(self.src.lexical or ""), self.tsquery(j)
         )
+
+
+def _tsquery(pre: str, j: int) -> sql.Composable:
+    """Lexical term ``j``'s ``tsquery``: its words as a phrase, in the lexical index's
+    configuration (placeholders ``q{j}`` and ``lcfg``)."""
+    return sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
+        sql.Placeholder(pre + TEXT_CONFIG), sql.Placeholder(pre + f"q{j}")
+    )
 
 
 def _distance(src: Source, pre: str, vector: str) -> sql.Composable:
@@ -663,10 +669,7 @@ def _check_lexical(tree: Node, src: Source, mode: str) -> None:
 
 def _lexical_truth(src: Source, pre: str, j: int, kind: str) -> sql.Composable:
     """The select item ``l{j}``: lexical term ``j``'s truth value (``crisp`` 1/0 or ``rank``)."""
-    tsv = src.col(src.lexical or "")
-    tsq = sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
-        sql.Placeholder(pre + TEXT_CONFIG), sql.Placeholder(pre + f"q{j}")
-    )
+    tsv, tsq = src.col(src.lexical or ""), _tsquery(pre, j)
     if kind == "rank":
         expr = sql.SQL("CASE WHEN {tsv} @@ {q} THEN ts_rank_cd({tsv}, {q}, 32) ELSE 0 END")
     else:
