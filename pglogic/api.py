@@ -28,7 +28,7 @@ from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.source import Corpus
-from pglogic.errors import DatabaseUnavailable, EmbeddingError, SchemaError
+from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
 from pglogic.query import Node, to_tree
 from pglogic.store import corpus as corpora
 from pglogic.store import migrate
@@ -45,6 +45,7 @@ from pglogic.store.db import (
 )
 from pglogic.store.ingest import DEFAULT_BATCH_SIZE, IngestStats, ingest_path
 from pglogic.store.lexical import DEFAULT_TEXT_CONFIG
+from pglogic.store.passages import passage_layout
 from pglogic.store.readers import FieldMap
 from pglogic.store.search import SearchResult, search, server_has_iterative_scan
 from pglogic.store.settings import Settings
@@ -334,8 +335,17 @@ class PgLogic:
         distributed: bool = False,
         shards: int | None = None,
         lexical: str | None = DEFAULT_TEXT_CONFIG,
+        passages: bool = True,
+        passage_tokens: int | None = None,
+        passage_overlap: int | None = None,
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
+
+        ``passages`` (the default) splits every document longer than ``passage_tokens`` word
+        pieces of the model's tokenizer (default: the model's whole window, 254 for
+        all-MiniLM-L6-v2) into passages sharing ``passage_overlap`` (default 32) with their
+        neighbours, one vector each, so no text is cut (:mod:`pglogic.store.passages`); False
+        makes one vector per document, of the text's first window.
 
         ``lexical`` is the text search configuration of its lexical index, which ``match:``
         terms search (``english``: case-folded, stemmed, without stop words; ``simple``: every
@@ -357,6 +367,11 @@ class PgLogic:
         embedder = get_embedder(model)
         if dim is not None and dim != embedder.dim:
             raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
+        layout = None
+        if passages:
+            layout = passage_layout(embedder, passage_tokens, passage_overlap)
+        elif passage_tokens is not None or passage_overlap is not None:
+            raise InvalidInput("passage_tokens and passage_overlap need passages=True")
         with writing(self.dsn), self.connect() as conn:
             return corpora.create_corpus(
                 conn,
@@ -367,6 +382,7 @@ class PgLogic:
                 distributed=distributed,
                 shards=shards,
                 lexical=lexical,
+                passages=layout,
             )
 
     def lexical_index(self, name: str, config: str | None = DEFAULT_TEXT_CONFIG) -> Corpus:
@@ -527,6 +543,8 @@ class PgLogic:
         timeout: float | None = None,
         and_text: int = DEFAULT_AND_TEXT,
         lexical: str = "crisp",
+        passages: bool = True,
+        explain_passages: bool = False,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -544,8 +562,10 @@ class PgLogic:
         primary is unreachable).
         ``timeout`` (seconds) cancels the statement on the server when it runs longer
         (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
-        text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). Safe to call from many
-        threads at once.
+        text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). On a corpus with
+        passages, each term's truth is its best passage's (``passages=False``: the documents'
+        own vectors); ``explain_passages`` fills ``result.passages`` with the passage that
+        decided each similarity of each hit. Safe to call from many threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -568,6 +588,7 @@ class PgLogic:
             timeout=timeout,
             and_text=and_text,
             lexical=lexical,
+            passages=passages,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)
@@ -584,6 +605,7 @@ class PgLogic:
                     if remember_terms and self.routes_reads
                     else remember_terms
                 ),
+                explain_passages=explain_passages,
             )
 
     def ask(

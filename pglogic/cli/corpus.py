@@ -47,6 +47,8 @@ def corpus() -> None:
         "pglogic corpus create news-oai --model openai:text-embedding-3-small",
         "pglogic corpus create news --distributed --shards 4   # on a Citus coordinator",
         "pglogic corpus create codes --lexical simple   # match: terms without stemming",
+        "pglogic corpus create reports --passage-tokens 128 --passage-overlap 16",
+        "pglogic corpus create tweets --no-passages     # one vector per document",
     ),
 )
 @click.argument("name")
@@ -86,6 +88,27 @@ def corpus() -> None:
     "(english stems and drops stop words; simple keeps every word).",
 )
 @click.option("--no-lexical", is_flag=True, help="Make the corpus without a lexical index.")
+@click.option(
+    "--passages/--no-passages",
+    default=True,
+    show_default=True,
+    help="Split documents longer than the model's window into passages (one vector each); "
+    "--no-passages: one vector per document, of its first window only.",
+)
+@click.option(
+    "--passage-tokens",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Word pieces per passage  [default: the model's window, 254 for all-MiniLM-L6-v2]",
+)
+@click.option(
+    "--passage-overlap",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Word pieces that neighbouring passages share  [default: 32]",
+)
 @click.pass_context
 def corpus_create(
     ctx: click.Context,
@@ -98,8 +121,16 @@ def corpus_create(
     shards: int | None,
     lexical: str,
     no_lexical: bool,
+    passages: bool,
+    passage_tokens: int | None,
+    passage_overlap: int | None,
 ) -> None:
     """Create corpus NAME for documents embedded with --model.
+
+    A document longer than the model's window (254 word pieces for all-MiniLM-L6-v2) is split
+    into overlapping passages, one vector each, and a term's truth for the document is its
+    best passage's: no text is cut. --no-passages keeps one vector per document (the model
+    then reads only its first window; ingest counts the documents it cut).
 
     Its lexical index (a generated tsvector column with a GIN index) serves match: terms;
     ingest keeps it current.
@@ -115,8 +146,13 @@ def corpus_create(
         distributed=distributed,
         shards=shards,
         lexical=None if no_lexical else lexical,
+        passages=passages and not distributed,
+        passage_tokens=passage_tokens,
+        passage_overlap=passage_overlap,
     )
     where = ", distributed" if distributed else ""
+    if c.passage_tokens is not None:
+        where += f", passages of {c.passage_tokens} tokens ({c.passage_overlap} shared)"
     console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance}{where})")
 
 
@@ -208,6 +244,20 @@ def corpus_show(ctx: click.Context, name: str) -> None:
     ]
     lexical = ui.api(ctx).corpus(name).lexical_config
     rows.append(("lexical index", lexical or f"none (run: pglogic corpus lexical {i.name})"))
+    if i.passage_layout is not None and i.passages is not None:
+        p = i.passages
+        rows.append(("passages", i.passage_layout.describe()))
+        rows.append(
+            (
+                "passage rows",
+                f"{p.passages:,} ({p.per_document} per document; {p.split:,} documents split,"
+                f" at most {p.longest} passages)",
+            )
+        )
+        rows.append(("passage table size", _size(p.table_bytes)))
+        rows.append(("passage index size", _size(p.index_bytes)))
+    else:
+        rows.append(("passages", "none: one vector per document"))
     if i.distribution:
         rows.append(("distribution", i.distribution))
     if i.invalid_indexes:

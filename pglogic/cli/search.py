@@ -174,7 +174,18 @@ def search_options(f: Any) -> Any:
 @click.argument("corpus_name", metavar="CORPUS")
 @click.argument("query")
 @search_options
-@click.option("--explain", is_flag=True, help="Show each term's similarity per hit.")
+@click.option(
+    "--passages/--no-passages",
+    default=True,
+    show_default=True,
+    help="On a corpus with passages: each term's truth is its best passage's; "
+    "--no-passages scores the documents' own vectors (their first window).",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each term's similarity per hit (and, over passages, the passage that decided it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON lines.")
 @click.pass_context
 def search(
@@ -197,6 +208,7 @@ def search(
     timeout: float | None,
     and_text: int,
     lexical: str,
+    passages: bool,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -208,7 +220,8 @@ def search(
 
     --mode picks the scoring: fuzzy operators (default), the NSFL paper's operators over the
     terms and their fused texts (nsfl, nsfl-rerank), or spherical query optimisation (sqo,
-    sqo-rerank). --explain shows every scored text's similarity.
+    sqo-rerank). --explain shows every scored text's similarity, and on a corpus with passages
+    which passage of the document decided it (its offsets and its first words).
     """
     opts = _search_options(
         k, operators, truth, exact, depth, ef_search, where, guide, timeout=timeout
@@ -233,6 +246,8 @@ def search(
         timeout=opts.timeout,
         and_text=and_text,
         lexical=lexical,
+        passages=passages,
+        explain_passages=explain or as_json,
     )
     if as_json:
         for h in result.hits:
@@ -244,6 +259,12 @@ def search(
             }
             if h.lexical:
                 row["lexical"] = h.lexical
+            if h.id in result.passages:
+                row["passages"] = {
+                    p.term: {"ord": p.ord, "start": p.start, "end": p.end,
+                             "similarity": p.similarity, "snippet": p.snippet}
+                    for p in result.passages[h.id]
+                }  # fmt: skip
             click.echo(json.dumps(row, ensure_ascii=False))
         return
     print_hits(result, explain=explain)

@@ -150,6 +150,8 @@ def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> Ing
         def on_batch(stats: IngestStats, n: int) -> None:
             nonlocal committed
             committed = stats
+            passages = f" · {stats.passages:,} passages" if stats.passages else ""
+            bar.update(task, description=f"ingest {corpus_name}{passages}")
             bar.advance(task, n)
 
         try:
@@ -164,11 +166,35 @@ def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> Ing
 
 
 def ingest_summary(s: IngestStats) -> str:
-    return (
+    """The ingest's counts, and what the model could not read whole.
+
+    Example:
+        >>> from pglogic.store.ingest import IngestStats
+        >>> print(ingest_summary(IngestStats(seen=2, inserted=2, embedded=2, truncated=1)))
+        2 records: 2 inserted, 0 updated, 0 unchanged; 2 embedded in 0.0s, database load 0.0s
+        Warning: 1 document is longer than the model's window: it read only the first part. Make the corpus with passages (pglogic corpus create NAME --passages) to search all of it.
+    """
+    text = (
         f"{s.seen:,} records: {s.inserted:,} inserted, {s.updated:,} updated, "
         f"{s.unchanged:,} unchanged; {s.embedded:,} embedded in {s.embed_seconds:.1f}s, "
         f"database load {s.load_seconds:.1f}s"
     )
+    if s.passages:
+        text += f"; {s.passages:,} passages written"
+    if s.truncated:
+        one = s.truncated == 1
+        text += (
+            f"\nWarning: {s.truncated:,} document{'' if one else 's'} "
+            f"{'is' if one else 'are'} longer than the model's window: it read only the first "
+            "part. Make the corpus with passages (pglogic corpus create NAME --passages) to "
+            "search all of it."
+        )
+    if s.over_window:
+        text += (
+            f"\nWarning: {s.over_window:,} passages are longer than the model's window, which "
+            "cuts them: make the corpus again with a smaller --passage-tokens."
+        )
+    return text
 
 
 def print_hits(result: SearchResult, *, explain: bool, title: str | None = None) -> None:
@@ -196,3 +222,18 @@ def print_hits(result: SearchResult, *, explain: bool, title: str | None = None)
     console.print(table)
     if not result.hits:
         console.print("No hits.")
+    if explain and result.passages:
+        print_passages(result)
+
+
+def print_passages(result: SearchResult) -> None:
+    """Per hit and scored text, the passage that decided its similarity (``--explain``)."""
+    console.print("Deciding passages (characters of title + text):")
+    for i, h in enumerate(result.hits, 1):
+        for p in result.passages.get(h.id, []):
+            snippet = " ".join(p.snippet.split())
+            snippet = snippet if len(snippet) <= 90 else snippet[:89] + "…"
+            line = Text(f"  #{i} {h.external_id}  ")
+            line.append(f'"{p.term}" {p.similarity:.3f}', style="bold")
+            line.append(f"  passage {p.ord} [{p.start}:{p.end}]  {snippet}")
+            console.print(line)

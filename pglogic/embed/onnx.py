@@ -162,6 +162,7 @@ class OnnxEmbedder:
                 str(model), sess_options=opts, providers=["CPUExecutionProvider"]
             )
             self._tokenizer: Any = Tokenizer.from_file(str(tokenizer))
+            self._pieces: Any = Tokenizer.from_file(str(tokenizer))  # uncut, for passages
         except Exception as exc:  # onnxruntime and tokenizers raise their own kinds
             raise EmbeddingError(f"Embedding model {name!r} failed to load: {exc}") from exc
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -184,6 +185,30 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         dim = out.shape[-1] if out.shape else None
         self.dim = dim if isinstance(dim, int) else int(self._embed_batch(["dimension"]).shape[1])
+
+    @property
+    def window(self) -> int:
+        """How many word pieces of a text the model reads (its maximum length less the two
+        special tokens); the rest is cut.
+
+        Example:
+            >>> load("minilm-int8").window  # doctest: +SKIP
+            254
+        """
+        return self.max_length - 2
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """The character span of each word piece of ``text`` (no special tokens, no cut).
+
+        Example:
+            >>> load("minilm-int8").token_offsets("Hi there")  # doctest: +SKIP
+            [(0, 2), (3, 8)]
+        """
+        with self._lock:
+            self._pieces.no_truncation()
+            self._pieces.no_padding()
+            enc = self._pieces.encode(text, add_special_tokens=False)
+        return [(int(a), int(b)) for a, b in enc.offsets]
 
     def _embed_batch(self, texts: list[str]) -> Vectors:
         with self._lock:

@@ -144,6 +144,29 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._lock = threading.Lock()
 
+    @property
+    def window(self) -> int:
+        """How many word pieces of a text the model reads: its maximum sequence length less
+        its two special tokens ([CLS] and [SEP]); the rest is cut.
+
+        Example:
+            >>> SentenceTransformerEmbedder("all-MiniLM-L6-v2").window  # doctest: +SKIP
+            254
+        """
+        return int(self._model.max_seq_length) - 2
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """The character span of each word piece of ``text`` (no special tokens, no cut).
+
+        Example:
+            >>> SentenceTransformerEmbedder("all-MiniLM-L6-v2").token_offsets("Hi there")  # doctest: +SKIP
+            [(0, 2), (3, 8)]
+        """
+        enc = self._model.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` into unit vectors (one row per text).
 

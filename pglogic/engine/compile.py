@@ -264,21 +264,26 @@ class Source:
     columns: tuple[str, ...] = ("external_id", "title", "metadata")
     lexical: str | None = None
     text_config: str | None = None
+    #: The passage table (alias ``p``: a ``passage_doc`` column referencing ``id`` and an
+    #: ``embedding`` column of the same name), or None: one vector per row.
+    passages: sql.Composable | None = None
+    passage_doc: str = "doc_id"
 
     @classmethod
-    def for_corpus(cls, corpus: Corpus) -> Source:
-        """The source for a pglogic corpus (table ``pglogic.corpus_<id>``, alias ``d``).
+    def for_corpus(cls, corpus: Corpus, *, passages: bool = True) -> Source:
+        """The source for a pglogic corpus (table ``pglogic.corpus_<id>``, alias ``d``), with its
+        passage table when it has one and ``passages`` is on.
 
         Example:
             >>> c = Corpus(1, "news", "corpus_1", "m", 384, "cosine", "embedding", None, None)
             >>> Source.for_corpus(c).alias
             'd'
         """
-        if corpus.lexical_config is None:
-            return cls(corpus.table, "d", "id", corpus.column, corpus.dim)
+        lexical = LEXICAL_COLUMN if corpus.lexical_config is not None else None
         return cls(
             corpus.table, "d", "id", corpus.column, corpus.dim,
-            lexical=LEXICAL_COLUMN, text_config=corpus.lexical_config,
+            lexical=lexical, text_config=corpus.lexical_config,
+            passages=corpus.passage_table if passages else None,
         )  # fmt: skip
 
     @property
@@ -414,7 +419,7 @@ def compile_query(
     key: tuple[Any, ...] | None = None
     if isinstance(target, Corpus) and extra_where is None and not opts.mode.startswith("nsfl"):
         key = (shape_of(tree), target.table_name, target.column, target.dim,
-               target.lexical_config, opts,
+               target.lexical_config, target.passage_tokens, opts,
                server_has_iterative_scan, param_prefix, filter_selectivity,
                _layout(tree, opts))  # fmt: skip
         try:
@@ -445,7 +450,9 @@ def _compile(
     filter_selectivity: float | None,
 ) -> CompiledQuery:
     """Compile without the cache: the parts, then the exact scan, a k-NN scan or the candidates."""
-    src = target if isinstance(target, Source) else Source.for_corpus(target)
+    src = (
+        target if isinstance(target, Source) else Source.for_corpus(target, passages=opts.passages)
+    )
     _check_options(opts)
     parts = _parts(tree, src, opts, extra_where, param_prefix)
     compiled = _plan(tree, opts, parts, server_has_iterative_scan, extra_where, filter_selectivity)
@@ -468,6 +475,8 @@ def _plan(
 ) -> CompiledQuery:
     """The statement of the plan: the exact scan, a k-NN scan or the candidates."""
     if opts.exact:
+        if parts.src.passages is not None:
+            return _passage_statement(parts, None)
         return _exact_statement(parts)
     if not positive_terms(tree) and not positive_matches(tree) and not (parts.nsfl or parts.sqo):
         raise QueryError(
@@ -478,6 +487,8 @@ def _plan(
     iterative = server_has_iterative_scan and opts.iterative_scan
     depths = _depths(parts, filtered, iterative, filter_selectivity)
     parts.settings.update(_session_settings(parts, depths, filtered, iterative, filter_selectivity))
+    if parts.src.passages is not None:
+        return _passage_statement(parts, depths, iterative)
     if parts.single or parts.sqo:
         return _knn_statement(parts, depths)
     return _candidates_statement(parts, depths)
@@ -926,6 +937,112 @@ def _candidates_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
     statement = sql.SQL("WITH {ctes},\nsims AS ({union}){sep}{final}").format(
         ctes=sql.SQL(",\n").join(ctes), union=union, sep=parts.sep, final=parts.final
     )
+    if parts.mode == "nsfl-rerank" or d.guide_only:
+        cands: list[str] = []
+    else:
+        cands = positive_terms(parts.tree)
+    return parts.result(statement, cands, "guide" if d.guided else None)
+
+
+# -- passages -------------------------------------------------------------------------------------
+
+
+def _passage_similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
+    """The select item ``name`` of a document: its best passage's similarity to ``vector``."""
+    dist = sql.SQL("{}.{} <=> {}::vector({})").format(
+        sql.Identifier("p"), sql.Identifier(src.embedding), sql.Placeholder(pre + vector),
+        sql.Literal(src.dim),
+    )  # fmt: skip
+    return sql.SQL("max(coalesce(nullif(1 - ({}), 'NaN'), 0)) AS {}").format(
+        dist, sql.Identifier(name)
+    )
+
+
+def _passage_sims(parts: _Parts) -> sql.Composable:
+    """Every similarity as the best over the document's passages, then the lexical truths
+    (of the document's own words)."""
+    src, pre = parts.src, parts.pre
+    items = [_passage_similarity(src, pre, f"v{i}", f"s{i}") for i in parts.index.values()]
+    if parts.mode == "sqo":
+        items.append(_passage_similarity(src, pre, GUIDE, "sq"))
+    items += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
+    return sql.SQL(", ").join(items)
+
+
+def _passage_scan(parts: _Parts, name: str, vector: str, limit: str) -> sql.Composable:
+    """A candidate CTE over the passages: the documents of the HNSW scan's nearest passages
+    (a document may come more than once; the union keeps one). The documents' filter joins
+    them in only when there is one."""
+    src = parts.src
+    if name.startswith("x"):  # a lexical term's matching documents (GIN index)
+        j = int(name[1:])
+        return sql.SQL(
+            "{name} AS MATERIALIZED (SELECT {id} AS id FROM {from_}"
+            " WHERE {where} AND {matched} ORDER BY {rank} DESC, {id} LIMIT {limit})"
+        ).format(
+            name=sql.Identifier(name), id=src.col(src.id), from_=src.from_, where=parts.where,
+            matched=parts.matched(j), rank=parts.rank(j), limit=parts.ph(limit),
+        )  # fmt: skip
+    p = sql.Identifier("p")
+    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.embedding))
+    dist = sql.SQL("{} <=> {}::vector({})").format(emb, parts.ph(vector), sql.Literal(src.dim))
+    doc = sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_doc))
+    join: sql.Composable = sql.SQL("")
+    if parts.where.as_string(None) != "TRUE":
+        join = sql.SQL(" JOIN {} ON {} = {}").format(src.from_, src.col(src.id), doc)
+    return sql.SQL(
+        "{name} AS MATERIALIZED (SELECT {doc} AS id FROM {passages} p{join}"
+        " WHERE {emb} IS NOT NULL AND {where} ORDER BY {dist} LIMIT {limit})"
+    ).format(
+        name=sql.Identifier(name), doc=doc, passages=src.passages, join=join, emb=emb,
+        where=parts.where, dist=dist, limit=parts.ph(limit),
+    )  # fmt: skip
+
+
+def _passage_statement(parts: _Parts, d: _Depths | None, iterative: bool = True) -> CompiledQuery:
+    """A search over passages: the candidate documents from HNSW scans of the passages (and
+    the lexical scans of the documents), each term's truth the best over every passage of each
+    candidate, then the formula and the top k. ``d`` None: exact, every document scored."""
+    src, pre = parts.src, parts.pre
+    assert src.passages is not None
+    p, doc = sql.Identifier("p"), sql.Identifier(src.passage_doc)
+    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.embedding))
+    grouped = sql.SQL(
+        "SELECT {id}, {sims} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
+        " WHERE {emb} IS NOT NULL AND {where} GROUP BY {id}"
+    )
+    if d is None:
+        sims = grouped.format(
+            id=src.col(src.id), sims=_passage_sims(parts), source=src.from_,
+            passages=src.passages, p=p, doc=doc, emb=emb, where=parts.where,
+        )  # fmt: skip
+        statement = sql.SQL("WITH sims AS ({}){}{}").format(sims, parts.sep, parts.final)
+        return parts.result(statement, [], "sqo" if parts.mode == "sqo" else None)
+    if parts.single or parts.sqo:
+        # one scan; its nearest passages hold the k best documents, some more than once
+        limit = RERANK_DEPTH if parts.rerank else "depth"
+        parts.params[pre + limit] = d.rdepth if parts.rerank else max(d.depth, d.scan)
+        scans = [("c0" if parts.single else "g", GUIDE if parts.sqo else "v0", limit)]
+        deepest = parts.params[pre + limit]
+        ef = int(parts.settings.get("hnsw.ef_search", "40"))
+        if iterative and deepest > ef:
+            parts.settings["hnsw.iterative_scan"] = "relaxed_order"
+    else:
+        scans = _scans(parts, d)
+    ctes = [_passage_scan(parts, *s) for s in scans]
+    union = sql.SQL(" UNION ").join(
+        sql.SQL("SELECT id FROM {}").format(sql.Identifier(name)) for name, _, _ in scans
+    )
+    sims = grouped.format(
+        id=src.col(src.id), sims=_passage_sims(parts),
+        source=sql.SQL("cand JOIN {} ON {} = cand.id").format(src.from_, src.col(src.id)),
+        passages=src.passages, p=p, doc=doc, emb=emb, where=sql.SQL("TRUE"),
+    )  # fmt: skip
+    statement = sql.SQL("WITH {ctes},\ncand AS ({union}),\nsims AS ({sims}){sep}{final}").format(
+        ctes=sql.SQL(",\n").join(ctes), union=union, sims=sims, sep=parts.sep, final=parts.final
+    )
+    if parts.sqo:
+        return parts.result(statement, [], "sqo")
     if parts.mode == "nsfl-rerank" or d.guide_only:
         cands: list[str] = []
     else:

@@ -78,6 +78,10 @@ class SearchOptions:
     normalised rank, ``ts_rank_cd(tsv, query, 32)`` = r / (r + 1), in [0, 1) and 0 without a
     match. Both are used as they are by every operator family (no truth map).
 
+    ``passages`` (a corpus with passages, :mod:`pglogic.store.passages`): each term's truth for
+    a document is its best passage's, found by HNSW scans of the passages; False searches the
+    documents' own vectors (the first window of each, as a corpus without passages does).
+
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
     :class:`~pglogic.errors.SearchTimeout`.
@@ -104,3 +108,4 @@ class SearchOptions:
     timeout: float | None = None
     and_text: int = DEFAULT_AND_TEXT
     lexical: str = "crisp"
+    passages: bool = True

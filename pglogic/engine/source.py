@@ -43,11 +43,29 @@ class Corpus:
     #: The text search configuration of the corpus's lexical index (column ``tsv``), or None
     #: when the corpus has none (lexical terms are refused).
     lexical_config: str | None = None
+    #: Word pieces per passage when the corpus splits its documents into passages (table
+    #: ``<table_name>_passages``, one vector each), or None: one vector per document.
+    passage_tokens: int | None = None
+    #: Word pieces that neighbouring passages share.
+    passage_overlap: int = 0
 
     @property
     def table(self) -> sql.Identifier:
         """The corpus table as a qualified SQL identifier."""
         return sql.Identifier(SCHEMA, self.table_name)
+
+    @property
+    def passage_table(self) -> sql.Identifier | None:
+        """The corpus's passage table as a qualified SQL identifier, or None without passages.
+
+        Example:
+            >>> Corpus(1, "n", "corpus_1", "m", 3, "cosine", "embedding", None, None,
+            ...        passage_tokens=128).passage_table.as_string(None)
+            '"pglogic"."corpus_1_passages"'
+        """
+        if self.passage_tokens is None:
+            return None
+        return sql.Identifier(SCHEMA, f"{self.table_name}_passages")
 
     @property
     def embedding(self) -> sql.Identifier:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from pglogic.embed.passages import check_layout
 from pglogic.engine.source import NAME_RE as NAME_RE
 from pglogic.engine.source import SCHEMA as SCHEMA
 from pglogic.engine.source import Corpus as Corpus
@@ -34,12 +35,21 @@ from pglogic.store.db import Connection, require_schema
 from pglogic.store.indexes import IndexProgress as IndexProgress
 from pglogic.store.indexes import Maintenance, Progress, check_hnsw
 from pglogic.store.lexical import DEFAULT_TEXT_CONFIG, add_lexical_index
+from pglogic.store.passages import (
+    PassageLayout,
+    PassageStats,
+    build_passage_index,
+    create_passage_table,
+    get_layout,
+    passage_stats,
+)
 
 _SELECT = sql.SQL(
     "SELECT c.id, c.name, c.table_name, e.model, e.dim, e.distance, e.column_name, "
     "e.index_name, e.index_params,"
-    " (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = c.id)"
-    " FROM pglogic.corpora c "
+    " (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = c.id),"
+    " p.tokens, coalesce(p.overlap, 0)"
+    " FROM pglogic.corpora c LEFT JOIN pglogic.passage_layouts p ON p.corpus_id = c.id "
     "JOIN pglogic.embeddings e ON e.corpus_id = c.id AND e.is_active "
 )
 
@@ -76,6 +86,7 @@ def create_corpus(
     shards: int | None = None,
     description: str = "",
     lexical: str | None = DEFAULT_TEXT_CONFIG,
+    passages: PassageLayout | None = None,
 ) -> Corpus:
     """Create corpus ``name`` for vectors of ``dim`` dimensions made by ``model``; commit.
 
@@ -84,7 +95,9 @@ def create_corpus(
     worker; :func:`pglogic.store.citus.distribute_table`), in the same transaction; refused with
     :class:`~pglogic.errors.DatabaseUnavailable` on a server without Citus.
     ``lexical`` is the text search configuration of its lexical index (``match:`` terms,
-    :mod:`pglogic.store.lexical`); None makes the corpus without one.
+    :mod:`pglogic.store.lexical`); None makes the corpus without one. ``passages`` makes it
+    split its documents into passages (:mod:`pglogic.store.passages`); None: one vector per
+    document. A distributed corpus cannot have passages (yet).
 
     Example:
         >>> create_corpus(conn, "news", model="all-MiniLM-L6-v2", dim=384).table_name  # doctest: +SKIP
@@ -100,6 +113,10 @@ def create_corpus(
             raise InvalidInput("--shards needs --distributed")
         citus.check_shards(shards)
     require_schema(conn)
+    if distributed and passages is not None:
+        raise InvalidInput("A distributed corpus cannot have passages yet: drop --passages")
+    if passages is not None:
+        check_layout(passages.tokens, passages.overlap)
     if distributed:
         citus.require_citus(conn, f"create distributed corpus {name!r}")
         shards = shards or citus.default_shards(conn)
@@ -159,6 +176,9 @@ def create_corpus(
         )
         if lexical is not None:  # on an empty table: no rewrite, no wait
             add_lexical_index(conn, _new_corpus(corpus_id, name, table_name), lexical)
+        if passages is not None:
+            new = replace(_new_corpus(corpus_id, name, table_name), dim=dim)
+            create_passage_table(conn, new, passages)
         if distributed:  # (the shards get the lexical column and its index too)
             assert shards is not None
             new = _new_corpus(corpus_id, name, table_name)
@@ -194,6 +214,10 @@ class CorpusInfo:
     invalid_indexes: tuple[str, ...] = ()
     #: how the table is distributed (``citus: 4 shards on 2 nodes, by external_id``), or None
     distribution: str | None = None
+    #: how the documents split into passages, and the passages' counts and sizes (None: one
+    #: vector per document)
+    passage_layout: PassageLayout | None = None
+    passages: PassageStats | None = None
 
 
 def corpus_info(conn: Connection, name: str) -> CorpusInfo:
@@ -225,6 +249,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         if c.index_name:
             index_bytes = citus.relation_bytes(conn, f"{SCHEMA}.{c.index_name}")
     invalid = tuple(indexes.invalid_indexes(conn, c))
+    layout, pstats = get_layout(conn, c), passage_stats(conn, c)
     conn.rollback()
     return CorpusInfo(
         c.name,
@@ -240,6 +265,8 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         row[3],
         invalid,
         None if dist is None else str(dist),
+        layout,
+        pstats,
     )
 
 
@@ -263,6 +290,8 @@ def drop_corpus(conn: Connection, name: str) -> None:
     """
     c = get_corpus(conn, name)
     with conn.transaction():
+        if c.passage_table is not None:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(c.passage_table))
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(c.table))
         conn.execute("DELETE FROM pglogic.corpora WHERE id = %s", (c.id,))
 
@@ -361,6 +390,8 @@ def build_index(
             ef_construction=ef_construction,
             maintenance_work_mem=maintenance_work_mem,
         )
+        if c.passage_table is not None:
+            build_passage_index(conn, c, column=c.column, m=m, ef_construction=ef_construction)
         indexes.clean_metadata_pending(conn, c)
         conn.execute(sql.SQL("ANALYZE {}").format(c.table))
     return time.perf_counter() - started

@@ -26,10 +26,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pglogic.embed.base import Embedder
+from pglogic.embed.passages import Span, Tokenizer, split, tokenizer_of
 from pglogic.embed.registry import get_embedder
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, InvalidInput
 from pglogic.store.db import Connection
+from pglogic.store.passages import embed_text_sql, set_passage_vectors, write_passages
 from pglogic.store.readers import FieldMap, Record, read_records
 
 DEFAULT_BATCH_SIZE = 256
@@ -58,6 +60,13 @@ class IngestStats:
     batches: int = 0
     embed_seconds: float = 0.0
     load_seconds: float = 0.0
+    #: passages written (a corpus with passages; a re-embedded document's replace its old ones)
+    passages: int = 0
+    #: documents embedded whose text is longer than the model's window: in a corpus without
+    #: passages, the model read only their first ``window`` tokens
+    truncated: int = 0
+    #: passages longer than the model's window (a model with a smaller window than the split)
+    over_window: int = 0
 
     @property
     def changed(self) -> int:
@@ -244,6 +253,52 @@ def _fill_other_columns(
             )
 
 
+def _fill_other_passages(
+    conn: Connection,
+    corpus: Corpus,
+    passages: _Passages,
+    embedders: dict[str, Embedder | None],
+) -> None:
+    """Give the passages just written vectors in the corpus's other embedding columns (a model
+    switch in progress), with the models :func:`_fill_other_columns` loaded; a model that
+    cannot be loaded here leaves NULL for ``pglogic embedding backfill``."""
+    table = corpus.passage_table
+    if table is None or not passages:
+        return
+    texts = {
+        external_id: [(i, s) for i, s in enumerate(spans)] for external_id, spans, _ in passages
+    }
+    for column, model, _dim in _other_embeddings(conn, corpus):
+        emb = embedders.get(model)
+        if emb is None:
+            continue
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT p.id, d.external_id, p.ord, p.char_start, p.char_end"
+                " FROM {p} p JOIN {d} d ON d.id = p.doc_id"
+                " WHERE d.external_id = ANY(%s) AND p.{col} IS NULL"
+            ).format(p=table, d=corpus.table, col=sql.Identifier(column)),
+            (list(texts),),
+        ).fetchall()
+        if not rows:
+            continue
+        bodies = {
+            str(r[0]): str(r[1])
+            for r in conn.execute(
+                sql.SQL(
+                    "SELECT external_id, {text} FROM {table} WHERE external_id = ANY(%s)"
+                ).format(text=embed_text_sql(None), table=corpus.table),
+                (list(texts),),
+            )
+        }
+        out = emb.embed([bodies[str(r[1])][int(r[3]) : int(r[4])] for r in rows])
+        if not np.isfinite(out).all():
+            raise EmbeddingError(f"Model {emb.name!r} returned unusable vectors")
+        set_passage_vectors(
+            conn, corpus, column, [(int(r[0]), v) for r, v in zip(rows, out, strict=True)]
+        )
+
+
 def _copy_rows(
     conn: Connection,
     statement: sql.Composed,
@@ -335,11 +390,43 @@ def _to_write(batch: list[Record], existing: dict[str, _Stored], stats: IngestSt
     return todo
 
 
+#: A document's passages: (external id, spans, one vector per span).
+_Passages = list[tuple[str, list[Span], np.ndarray]]
+
+
+def _split(
+    corpus: Corpus, tokenizer: Tokenizer | None, records: list[Record], stats: IngestStats
+) -> list[list[Span]]:
+    """Each record's passages (one span of the whole text without passages), counting in
+    ``stats`` the texts the model would cut and the passages longer than its window."""
+    window = tokenizer.window if tokenizer is not None else None
+    out: list[list[Span]] = []
+    for r in records:
+        text = r.embed_text
+        if corpus.passage_tokens is None or tokenizer is None:
+            if window is not None and tokenizer is not None and tokenizer.count(text) > window:
+                stats.truncated += 1
+            out.append([Span(0, len(text), 0)])
+            continue
+        spans = split(text, tokenizer.offsets(text), corpus.passage_tokens, corpus.passage_overlap)
+        if window is not None:
+            stats.over_window += sum(s.tokens > window for s in spans)
+        out.append(spans)
+    return out
+
+
 def _vectors(
-    corpus: Corpus, embedder: Embedder | None, todo: list[_Todo], stats: IngestStats
-) -> dict[str, np.ndarray]:
-    """The new vectors of the rows that need one: embedded, or given with the record."""
+    corpus: Corpus,
+    embedder: Embedder | None,
+    todo: list[_Todo],
+    stats: IngestStats,
+    tokenizer: Tokenizer | None = None,
+) -> tuple[dict[str, np.ndarray], _Passages]:
+    """The new vectors of the rows that need one (embedded, or given with the record) and, in a
+    corpus with passages, their passages' spans and vectors (a short document is one passage
+    whose vector is the document's; a given vector is one passage of the whole text)."""
     vectors: dict[str, np.ndarray] = {}
+    passages: _Passages = []
     to_embed = [r for r, _, _, need in todo if need and r.vector is None]
     if to_embed:
         if embedder is None:
@@ -347,18 +434,35 @@ def _vectors(
                 f"{to_embed[0].source or to_embed[0].external_id} has no vector and no "
                 "embedding model was given"
             )
-        out = embedder.embed([r.embed_text for r in to_embed])
-        if out.shape != (len(to_embed), corpus.dim) or not np.isfinite(out).all():
+        spans = _split(corpus, tokenizer, to_embed, stats)
+        texts = [r.embed_text for r in to_embed]
+        # the passages of split documents are embedded apart; a one-passage document's
+        # passage is the document's own text and vector
+        extra = [r.embed_text[p.start : p.end] for r, ss in zip(to_embed, spans, strict=True)
+                 if len(ss) > 1 for p in ss]  # fmt: skip
+        out = embedder.embed(texts + extra)
+        if out.shape != (len(texts) + len(extra), corpus.dim) or not np.isfinite(out).all():
             raise EmbeddingError(f"Model {embedder.name!r} returned unusable vectors")
-        vectors.update({r.external_id: v for r, v in zip(to_embed, out, strict=True)})
+        vectors.update({r.external_id: v for r, v in zip(to_embed, out, strict=False)})
         stats.embedded += len(to_embed)
+        if corpus.passage_tokens is not None:
+            at = len(texts)
+            for r, ss, v in zip(to_embed, spans, out, strict=False):
+                if len(ss) > 1:
+                    passages.append((r.external_id, ss, out[at : at + len(ss)]))
+                    at += len(ss)
+                else:
+                    passages.append((r.external_id, ss, v[None, :]))
     for r, _, _, need in todo:
         if need and r.vector is not None:
             problem = vector_problem(r.vector, corpus.dim)  # (ingest_path validated them all)
             if problem is not None:
                 raise InvalidInput(f"{r.source or repr(r.external_id)} {problem}")
             vectors[r.external_id] = np.asarray(r.vector, dtype=np.float32)
-    return vectors
+            if corpus.passage_tokens is not None:
+                whole = [Span(0, len(r.embed_text), 0)]
+                passages.append((r.external_id, whole, vectors[r.external_id][None, :]))
+    return vectors, passages
 
 
 def _load(
@@ -393,14 +497,17 @@ def _write_batch(
     other_embedders: dict[str, Embedder | None],
     stats: IngestStats,
     started: float,
+    passages: _Passages | None = None,
 ) -> None:
     """Load the rows, fill the other embedding columns, commit (one transaction per batch: what
     is committed survives a crash) and count; rolls back on any error. ``started`` is when the
     load began (filling the other columns counts as embedding, not as load)."""
     try:
         results = _load(conn, stmts, todo, vectors, only_new=not existing)
+        written = write_passages(conn, corpus, passages) if passages else 0
         t2 = time.perf_counter()
         _fill_other_columns(conn, corpus, todo, existing, other_embedders)
+        _fill_other_passages(conn, corpus, passages or [], other_embedders)
         fill_seconds = time.perf_counter() - t2
         stats.embed_seconds += fill_seconds
         started += fill_seconds
@@ -408,6 +515,7 @@ def _write_batch(
     except BaseException:
         conn.rollback()
         raise
+    stats.passages += written
     for (was_insert,) in results:
         if was_insert:
             stats.inserted += 1
@@ -437,6 +545,7 @@ def ingest_records(
     """
     check_embedder(corpus, embedder)
     stats = IngestStats()
+    tokenizer = tokenizer_of(embedder) if embedder is not None else None
     other_embedders: dict[str, Embedder | None] = {}
     _create_staging(conn)
     stmts = _Statements.for_corpus(corpus)
@@ -446,12 +555,13 @@ def ingest_records(
         todo = _to_write(batch, existing, stats)
         if todo:
             t0 = time.perf_counter()
-            vectors = _vectors(corpus, embedder, todo, stats)
+            vectors, passages = _vectors(corpus, embedder, todo, stats, tokenizer)
             t1 = time.perf_counter()
             stats.embed_seconds += t1 - t0
             _write_batch(
-                conn, corpus, stmts, todo, existing, vectors, other_embedders, stats, started=t1
-            )
+                conn, corpus, stmts, todo, existing, vectors, other_embedders, stats,
+                started=t1, passages=passages,
+            )  # fmt: skip
         else:
             conn.rollback()
         stats.batches += 1

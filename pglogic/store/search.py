@@ -54,6 +54,7 @@ from pglogic.store.citus import PROPAGATE, distribution, table_stats, with_propa
 from pglogic.store.db import Connection, vector_version, version_tuple
 from pglogic.store.ingest import vector_problem
 from pglogic.store.lexical import lexical_problems
+from pglogic.store.passages import Deciding, deciding_passages
 from pglogic.store.term_cache import cached_term_vectors, remember_term_vectors
 
 
@@ -86,6 +87,9 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: The terms whose vectors came from ``pglogic.term_cache`` (the others were embedded).
     cached_terms: tuple[str, ...] = ()
+    #: Per hit (document id), the passage that decided each scored text's similarity (searches
+    #: over passages with ``explain_passages``; :func:`pglogic.store.passages.deciding_passages`).
+    passages: dict[int, list[Deciding]] = field(default_factory=dict)
 
 
 _ITERATIVE: dict[str, bool] = {}
@@ -171,6 +175,7 @@ def search(
     options: SearchOptions | None = None,
     use_term_cache: bool = False,
     remember_terms: bool | Callable[[Corpus, dict[str, Any]], object] = False,
+    explain_passages: bool = False,
 ) -> SearchResult:
     """Search ``corpus`` with a logical query (or plain text) and return the ranked hits.
 
@@ -183,7 +188,8 @@ def search(
     stores the query's terms it embedded there (:func:`remember_term_vectors`), once the
     statement has run; a function instead of True is given them (corpus, {term: vector}) to
     store elsewhere: :class:`pglogic.PgLogic` searching a read replica writes them on the
-    primary.
+    primary. ``explain_passages`` (a corpus with passages) also finds, per hit and scored
+    text, the passage that decided its similarity (``SearchResult.passages``): one more query.
 
     Example:
         >>> search(conn, corpus, "vitamin D", embedder=emb).hits[:1]  # doctest: +SKIP
@@ -256,7 +262,14 @@ def search(
         compiled = compile_query(tree, corpus, replace(opts, exact=True))
         hits = execute(conn, compiled, vectors)
     timings["database"] = time.perf_counter() - t2
-    return SearchResult(tree, compiled, hits, timings, cached)
+    deciding: dict[int, list[Deciding]] = {}
+    if explain_passages and opts.passages and corpus.passage_table is not None and hits:
+        with conn.transaction():
+            deciding = deciding_passages(
+                conn, corpus, [h.id for h in hits], compiled.terms,
+                [cast(Any, vectors[t]) for t in compiled.terms],
+            )  # fmt: skip
+    return SearchResult(tree, compiled, hits, timings, cached, deciding)
 
 
 def check_lexical_terms(conn: Connection, corpus: Corpus, tree: Node) -> None:

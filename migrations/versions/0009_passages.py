@@ -1,0 +1,39 @@
+"""Passages: a corpus may split its long documents into passages, one vector each.
+
+Adds the table ``pglogic.passage_layouts`` (corpus_id, tokens, overlap, tokenizer): how a
+corpus splits its documents (``tokens`` word pieces per passage of the model's tokenizer,
+``overlap`` of them shared by neighbours). A corpus with a row here has a second table,
+``pglogic.corpus_<id>_passages`` (doc_id, ord, char_start, char_end, tokens, embedding), made
+by ``pglogic corpus create --passages``; searches take each term's best passage per document.
+No row: the corpus is one vector per document, as before. A table rather than columns of
+``pglogic.corpora``: downgrading drops it and upgrading makes it again.
+
+Downgrading drops the table (passage tables stay, and nothing reads them then).
+
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-11-26
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0009"
+down_revision = "0008"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute(
+        "CREATE TABLE IF NOT EXISTS pglogic.passage_layouts ("
+        " corpus_id integer PRIMARY KEY REFERENCES pglogic.corpora(id) ON DELETE CASCADE,"
+        " tokens integer NOT NULL CHECK (tokens >= 8),"
+        " overlap integer NOT NULL CHECK (overlap >= 0 AND overlap * 2 <= tokens),"
+        " tokenizer text NOT NULL)"
+    )
+
+
+def downgrade() -> None:
+    op.execute("DROP TABLE IF EXISTS pglogic.passage_layouts")
