@@ -4,6 +4,7 @@ real HNSW indexes and the real all-MiniLM-L6-v2."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ def test_split_covers_the_text_within_the_size(tokens: int, overlap: int) -> Non
     offs = word_offsets(text)
     spans = split(text, offs, tokens, overlap)
     assert spans[0].start == 0 and spans[-1].end == len(text)
-    for a, b in zip(spans, spans[1:], strict=False):
+    for a, b in itertools.pairwise(spans):
         assert text[a.end : b.start].strip() == ""  # no text between two passages
         shared = len(word_offsets(text[b.start : a.end])) if b.start < a.end else 0
         assert shared == overlap
