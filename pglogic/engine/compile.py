@@ -264,10 +264,12 @@ class Source:
     columns: tuple[str, ...] = ("external_id", "title", "metadata")
     lexical: str | None = None
     text_config: str | None = None
-    #: The passage table (alias ``p``: a ``passage_doc`` column referencing ``id`` and an
-    #: ``embedding`` column of the same name), or None: one vector per row.
+    #: The passage table (alias ``p``: a ``passage_doc`` column referencing ``id`` and the
+    #: vector column ``passage_embedding``, None: named like ``embedding``), or None: one
+    #: vector per row.
     passages: sql.Composable | None = None
     passage_doc: str = "doc_id"
+    passage_embedding: str | None = None
 
     @classmethod
     def for_corpus(cls, corpus: Corpus, *, passages: bool = True) -> Source:
@@ -285,6 +287,16 @@ class Source:
             lexical=lexical, text_config=corpus.lexical_config,
             passages=corpus.passage_table if passages else None,
         )  # fmt: skip
+
+    @property
+    def passage_vector(self) -> str:
+        """The passage table's vector column: ``passage_embedding``, else ``embedding``'s name.
+
+        Example:
+            >>> Source(sql.Identifier("a"), None, "id", "e", 3, (), passage_embedding="pe").passage_vector
+            'pe'
+        """
+        return self.passage_embedding or self.embedding
 
     @property
     def ref(self) -> sql.Composable:
@@ -950,7 +962,7 @@ def _candidates_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
 def _passage_similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
     """The select item ``name`` of a document: its best passage's similarity to ``vector``."""
     dist = sql.SQL("{}.{} <=> {}::vector({})").format(
-        sql.Identifier("p"), sql.Identifier(src.embedding), sql.Placeholder(pre + vector),
+        sql.Identifier("p"), sql.Identifier(src.passage_vector), sql.Placeholder(pre + vector),
         sql.Literal(src.dim),
     )  # fmt: skip
     return sql.SQL("max(coalesce(nullif(1 - ({}), 'NaN'), 0)) AS {}").format(
@@ -984,7 +996,7 @@ def _passage_scan(parts: _Parts, name: str, vector: str, limit: str) -> sql.Comp
             matched=parts.matched(j), rank=parts.rank(j), limit=parts.ph(limit),
         )  # fmt: skip
     p = sql.Identifier("p")
-    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.embedding))
+    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector))
     dist = sql.SQL("{} <=> {}::vector({})").format(emb, parts.ph(vector), sql.Literal(src.dim))
     doc = sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_doc))
     join: sql.Composable = sql.SQL("")
@@ -1006,7 +1018,7 @@ def _passage_statement(parts: _Parts, d: _Depths | None, iterative: bool = True)
     src, pre = parts.src, parts.pre
     assert src.passages is not None
     p, doc = sql.Identifier("p"), sql.Identifier(src.passage_doc)
-    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.embedding))
+    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector))
     grouped = sql.SQL(
         "SELECT {id}, {sims} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
         " WHERE {emb} IS NOT NULL AND {where} GROUP BY {id}"
