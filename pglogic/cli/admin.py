@@ -22,7 +22,7 @@ from pglogic.cli.ui import console, err_console, example, progress_bar
 from pglogic.embed.registry import get_embedder
 from pglogic.errors import EmbeddingError, PglogicError
 from pglogic.store import admin
-from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress
+from pglogic.store.corpus import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, IndexProgress, get_corpus
 
 NEW = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -58,25 +58,43 @@ lock_option = click.option(
 @click.argument("corpus_name", metavar="CORPUS")
 @click.pass_context
 def embedding_list(ctx: click.Context, corpus_name: str) -> None:
-    """List the embedding columns of CORPUS, which one is active, and how complete each is."""
+    """List the embedding columns of CORPUS, which one is active, and how complete each is.
+
+    A corpus with passages also shows, per column, the passages with a vector and the passage
+    table's HNSW index: a column is ready to switch to when both are complete.
+    """
     with ui.api(ctx).connect(write=False) as conn:
         infos = admin.list_embeddings(conn, corpus_name)
+    passages = any(e.passages is not None for e in infos)
     table = Table()
-    for title in ("model", "dim", "column", "active", "embedded", "index"):
+    titles = ["model", "dim", "column", "active", "embedded", "index"]
+    if passages:
+        titles[4] = "documents"
+        titles += ["passages", "passage index"]
+    for title in titles:
         table.add_column(title, overflow="fold")
     for e in infos:
-        index = e.index_name or "-"
-        if e.index_name and not e.index_valid:
-            index += " (invalid)"
-        table.add_row(
+        row = [
             e.model,
             str(e.dim),
             e.column,
             "yes" if e.active else "",
             f"{e.embedded:,}/{e.documents:,}",
-            index,
-        )
+            _index(e.index_name, e.index_valid),
+        ]
+        if passages:
+            row += [
+                f"{e.passages_embedded:,}/{e.passages or 0:,}",
+                _index(e.passage_index, e.passage_index_valid),
+            ]
+        table.add_row(*row)
     console.print(table)
+
+
+def _index(name: str | None, valid: bool) -> str:
+    if name is None:
+        return "-"
+    return name if valid else f"{name} (invalid)"
 
 
 @embedding.command(
@@ -94,7 +112,8 @@ def embedding_add(
     """Add an empty, inactive embedding column for --model to CORPUS.
 
     New and changed documents ingested from now on get vectors for every column; run
-    'pglogic embedding backfill' for the documents already there.
+    'pglogic embedding backfill' for the documents already there. A corpus with passages gets
+    the column in its passage table too (its passages keep the split they were made with).
     """
     embedder = get_embedder(model)
     if dim is not None and dim != embedder.dim:
@@ -103,10 +122,17 @@ def embedding_add(
         e = admin.add_embedding(
             conn, corpus_name, model=model, dim=embedder.dim, lock_timeout=lock_timeout
         )
+        warning = admin.window_note(get_corpus(conn, corpus_name), embedder)
+        conn.rollback()
+    todo = f"{e.documents:,} documents"
+    if e.passages is not None:
+        todo += f" and {e.passages:,} passages"
     console.print(
         f"Added column {e.column} ({e.model}, {e.dim}-d) to corpus {corpus_name!r}; "
-        f"{e.documents:,} documents to backfill"
+        f"{todo} to backfill"
     )
+    if warning:
+        err_console.print(f"Warning: {warning}")
 
 
 @embedding.command(
@@ -123,24 +149,34 @@ def embedding_add(
 def embedding_backfill(ctx: click.Context, corpus_name: str, model: str, batch_size: int) -> None:
     """Embed with --model every document of CORPUS that has no vector in its column yet.
 
-    One commit per batch: an interrupted backfill resumes when run again.
+    In a corpus with passages, then every passage without one: each passage is embedded from
+    its stored part of the text (the split made when the corpus was created). The progress bar
+    counts both. Passages longer than the model's window are counted and reported: the model
+    reads only their start. One commit per batch: an interrupted backfill resumes when run
+    again.
     """
     api = ui.api(ctx)
     embedder = get_embedder(model)
-    filled = 0
+    stats = admin.BackfillStats()
     with api.connect() as conn, progress_bar() as bar:
         task = bar.add_task(f"backfill {corpus_name}", total=None)
 
         def on_start(total: int) -> None:
-            bar.update(task, total=total)
+            what = f"backfill {corpus_name}"
+            if stats.missing_passages:
+                what += (
+                    f" ({stats.missing_documents:,} documents, {stats.missing_passages:,} passages)"
+                )
+            bar.update(task, total=total, description=what)
 
         def on_batch(done: int, n: int) -> None:
-            nonlocal filled
-            filled = done
             bar.advance(task, n)
 
+        def note(text: str) -> None:
+            bar.console.print(f"Warning: {text}", style="yellow")
+
         try:
-            filled = admin.backfill_embedding(
+            admin.backfill_embedding(
                 conn,
                 corpus_name,
                 model=model,
@@ -148,15 +184,27 @@ def embedding_backfill(ctx: click.Context, corpus_name: str, model: str, batch_s
                 batch_size=batch_size,
                 on_start=on_start,
                 on_batch=on_batch,
+                note=note,
+                stats=stats,
             )
         except KeyboardInterrupt:
             bar.stop()
             err_console.print(
-                f"Interrupted: {filled:,} vectors were committed; "
+                f"Interrupted: {_vectors(stats)} were committed; "
                 "run the same command again to resume."
             )
             raise
-    console.print(f"Backfilled {filled:,} {model} vectors in corpus {corpus_name!r}")
+    if stats.missing_passages or stats.passages:
+        console.print(f"Backfilled {model} vectors in corpus {corpus_name!r}: {_vectors(stats)}")
+    else:
+        console.print(f"Backfilled {stats.vectors:,} {model} vectors in corpus {corpus_name!r}")
+
+
+def _vectors(stats: admin.BackfillStats) -> str:
+    if not (stats.missing_passages or stats.passages):
+        return f"{stats.vectors:,} vectors"
+    reused = f" ({stats.reused:,} copied from their one-passage document)" if stats.reused else ""
+    return f"{stats.documents:,} documents, {stats.passages:,} passages{reused}"
 
 
 @embedding.command(
@@ -185,7 +233,10 @@ def embedding_index(
     ef_construction: int,
     concurrently: bool,
 ) -> None:
-    """Build (or rebuild) the HNSW cosine index of --model's column in CORPUS."""
+    """Build (or rebuild) the HNSW cosine index of --model's column in CORPUS.
+
+    A corpus with passages gets the index of the column in its passage table too.
+    """
     api = ui.api(ctx)
     with api.connect() as conn, progress_bar() as bar:
         task = bar.add_task(f"index {corpus_name}", total=None)
@@ -206,8 +257,9 @@ def embedding_index(
         )
         bar.update(task, description=f"index {corpus_name}", completed=1, total=1)
         e = admin.get_embedding(conn, corpus_name, model)
+    passages = f" and {e.passage_index} on its passages" if e.passage_index else ""
     console.print(
-        f"Built HNSW index {e.index_name} on {e.column} ({e.model}; m={m}, "
+        f"Built HNSW index {e.index_name}{passages} on {e.column} ({e.model}; m={m}, "
         f"ef_construction={ef_construction}) in {seconds:.1f}s"
     )
 
@@ -220,8 +272,9 @@ def embedding_index(
 def embedding_switch(ctx: click.Context, corpus_name: str, model: str, lock_timeout: str) -> None:
     """Make --model's column the one searches of CORPUS use (one transaction).
 
-    Refused while some documents have no vector in that column or it has no index. First repairs
-    what an interrupted index command left (invalid indexes, an unfinished swap).
+    Refused while some documents (or passages) have no vector in that column or it has no
+    index (in the passage table too). First repairs what an interrupted index command left
+    (invalid indexes, an unfinished swap).
     """
     with ui.api(ctx).connect() as conn:
         before = admin.get_embedding(conn, corpus_name)
@@ -249,7 +302,8 @@ def embedding_switch(ctx: click.Context, corpus_name: str, model: str, lock_time
 def embedding_drop(
     ctx: click.Context, corpus_name: str, model: str, yes: bool, lock_timeout: str
 ) -> None:
-    """Drop --model's (inactive) column of CORPUS with its vectors and index."""
+    """Drop --model's (inactive) column of CORPUS with its vectors and index (and its
+    passages' column and index, in a corpus with passages)."""
     with ui.api(ctx).connect() as conn:
         e = admin.get_embedding(conn, corpus_name, model)
         if not yes and not e.active:
