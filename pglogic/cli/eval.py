@@ -76,6 +76,9 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
         "pglogic eval ../shared/data/arxiv_0704 --calibration unsupervised "
         "--calibration sigmoid:0.1857:18.76",
         "pglogic eval ../shared/data/reuters21578 --nl 20      # needs PGLOGIC_LLM_BASE_URL/MODEL",
+        "pglogic eval ../shared/data/reuters21578 --long-only --family product-max-strong "
+        "--mode none   # passages vs one vector",
+        "pglogic eval ../shared/data/arxiv_0704 --no-passages  # one vector per document",
     ),
 )
 @click.argument(
@@ -137,6 +140,21 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
 )
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option(
+    "--passages/--no-passages",
+    default=True,
+    show_default=True,
+    help="Load the documents into a corpus with passages (each term's truth is its best "
+    "passage's; dense@passages and pglogic@documents compare the layouts) or one vector each.",
+)
+@click.option("--passage-tokens", type=int, metavar="N", help="Word pieces per passage.")
+@click.option("--passage-overlap", type=int, metavar="N", help="Word pieces shared by neighbours.")
+@click.option(
+    "--long-only",
+    is_flag=True,
+    help="Keep only the documents longer than the model's window (what one vector cannot "
+    "read whole); queries and ground truth come from them.",
+)
+@click.option(
     "--nl",
     "nl",
     type=click.IntRange(min=1),
@@ -161,6 +179,10 @@ def eval_cmd(
     modes: tuple[str, ...],
     calibrations: tuple[str, ...],
     no_plots: bool,
+    passages: bool,
+    passage_tokens: int | None,
+    passage_overlap: int | None,
+    long_only: bool,
     nl: int | None,
 ) -> None:
     """Compare pglogic with dense retrieval and the baselines on DATASET's labels.
@@ -178,6 +200,12 @@ def eval_cmd(
     fams = fams or default_families()
     run_modes = tuple(m for m in dict.fromkeys(modes) if m != "none") if modes else EVAL_MODES
     ds = load_dataset(dataset, names=names)
+    if long_only:
+        from pglogic.embed.passages import tokenizer_of
+        from pglogic.embed.registry import get_embedder
+        from pglogic.eval.long_docs import long_only as restrict
+
+        ds = restrict(ds, tokenizer_of(get_embedder(model)))
     derived = derive_queries(ds, per_template=per_template, seed=seed, max_given=max_given)
     if not derived.queries:
         raise click.ClickException(f"No query could be derived from {dataset}")
@@ -189,6 +217,7 @@ def eval_cmd(
     result = _run_eval(
         api, ds, derived, model=model, corpus_name=corpus_name, families=fams, truth=truth,
         modes=run_modes, maps=maps, unsupervised="unsupervised" in calibrations,
+        layout=(passages, passage_tokens, passage_overlap),
     )  # fmt: skip
     paths = write_report(result, out or Path(f"eval-{ds.name}"), plots=not no_plots)
     _print_eval_summary(result, len(ds.doc_ids), paths)
@@ -234,6 +263,7 @@ def _run_eval(
     modes: tuple[str, ...],
     maps: dict[str, str],
     unsupervised: bool,
+    layout: tuple[bool, int | None, int | None] = (True, None, None),
 ) -> EvalResult:
     """Load the corpus, fit the ``unsupervised`` map if asked, and run every method, with
     progress bars."""
@@ -258,6 +288,7 @@ def _run_eval(
             truth=truth,
             modes=modes,
             calibrations=maps,
+            layout=layout,
         )
 
 

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,6 +155,8 @@ def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> Ing
             bar.update(task, description=f"ingest {corpus_name}{passages}")
             bar.advance(task, n)
 
+        said = _SaidByCaller()  # ingest_summary prints these warnings itself
+        logging.getLogger("pglogic").addFilter(said)
         try:
             return api.ingest(corpus_name, path, on_start=on_start, on_batch=on_batch, **kwargs)
         except KeyboardInterrupt:
@@ -163,6 +166,17 @@ def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> Ing
                 "run the same command again to resume."
             )
             raise
+        finally:
+            logging.getLogger("pglogic").removeFilter(said)
+
+
+class _SaidByCaller(logging.Filter):
+    """Drops the log records of warnings that the CLI prints from the stats."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from pglogic.store.ingest import SAID_BY_CALLER
+
+        return not getattr(record, SAID_BY_CALLER, False)
 
 
 def ingest_summary(s: IngestStats) -> str:

@@ -94,15 +94,19 @@ def geometric_vector(tree: Node, vectors: Mapping[str, npt.ArrayLike]) -> Vector
     return walk(tree).astype(np.float32)
 
 
-def single_vector(target: Corpus | Source, k: int, *, exact: bool = False) -> CompiledQuery:
-    """A plain top-k query for one vector, bound to the term :data:`QUERY_VECTOR`.
+def single_vector(
+    target: Corpus | Source, k: int, *, exact: bool = False, passages: bool = False
+) -> CompiledQuery:
+    """A plain top-k query for one vector, bound to the term :data:`QUERY_VECTOR`: over the
+    documents' own vectors, or with ``passages`` (a corpus with passages) over each
+    document's best passage (max-passage dense retrieval).
 
     Example:
         >>> c = Corpus(1, "news", "corpus_1", "m", 3, "cosine", "embedding", None, None)
         >>> single_vector(c, 10).terms
         ['query vector']
     """
-    opts = SearchOptions(k=k, exact=exact, guide=False)
+    opts = SearchOptions(k=k, exact=exact, guide=False, passages=passages)
     return compile_query(Term(QUERY_VECTOR), target, opts)
 
 

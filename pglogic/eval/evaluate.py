@@ -62,6 +62,10 @@ from pglogic.store.search import execute, server_has_iterative_scan
 #: Documents retrieved per query (mAP@100 and Recall@100 need 100).
 K = 100
 DENSE = "dense"
+#: On a corpus with passages: dense retrieval by each document's best passage, and the
+#: default engine over the documents' own vectors (what a single-vector corpus gives).
+DENSE_PASSAGES = "dense@passages"
+HEADLINE_DOCUMENTS = "pglogic@documents"
 DECOMPOSED = "decomposed"
 GEOMETRIC = "geometric"
 GIVEN = "given"
@@ -170,17 +174,28 @@ def and_text_for(family: OperatorFamily) -> int:
     return DEFAULT_AND_TEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0
 
 
-def corpus_name_for(ds: Dataset, model: str) -> str:
-    """The corpus an evaluation uses: ``eval_<dataset>`` (``_<model>`` unless the default).
+def corpus_name_for(
+    ds: Dataset, model: str, layout: tuple[bool, int | None, int | None] = (True, None, None)
+) -> str:
+    """The corpus an evaluation uses: ``eval_<dataset>`` (``_<model>`` unless the default;
+    ``_1vec`` without passages, ``_p<tokens>o<overlap>`` for a passage size of its own).
+    ``layout`` is (passages, passage_tokens, passage_overlap).
 
     Example:
         >>> from types import SimpleNamespace
         >>> corpus_name_for(SimpleNamespace(name="limit_small"), "all-MiniLM-L6-v2")
         'eval_limit_small'
+        >>> corpus_name_for(SimpleNamespace(name="x"), "all-MiniLM-L6-v2", (True, 128, 16))
+        'eval_x_p128o16'
     """
     base = f"eval_{ds.name}"
     if model != DEFAULT_MODEL:
         base += "_" + model
+    passages, tokens, overlap = layout
+    if not passages:
+        base += "_1vec"
+    elif tokens is not None or overlap is not None:
+        base += f"_p{tokens or 'w'}o{overlap if overlap is not None else 'd'}"
     return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in base)[:63]
 
 
@@ -191,21 +206,40 @@ def prepare_corpus(
     model: str = DEFAULT_MODEL,
     *,
     on_ingest: Callable[[int, int], None] | None = None,
+    layout: tuple[bool, int | None, int | None] = (True, None, None),
 ) -> Corpus:
     """Create/refresh corpus ``name`` from the dataset's corpus file; build its index if missing.
 
     Ingest is incremental: unchanged documents are neither embedded nor written again, so a
     second evaluation of the same dataset starts at once. ``on_ingest(done, total)`` reports
-    progress.
+    progress. ``layout`` is (passages, passage_tokens, passage_overlap) of a new corpus; an
+    existing one of another layout is refused.
 
     Example:
         >>> prepare_corpus(PgLogic(), ds, "eval_limit_small").name  # doctest: +SKIP
         'eval_limit_small'
     """
+    passages, tokens, overlap = layout
     try:
         c = api.corpus(name)
     except UnknownCorpus:
-        c = api.create_corpus(name, model=model, description=f"pglogic eval of {ds.path}")
+        c = api.create_corpus(
+            name, model=model, description=f"pglogic eval of {ds.path}", passages=passages,
+            passage_tokens=tokens, passage_overlap=overlap,
+        )  # fmt: skip
+    if (
+        (c.passage_tokens is not None) != passages
+        or (tokens is not None and c.passage_tokens != tokens)
+        or (overlap is not None and c.passage_overlap != overlap)
+    ):
+        have = (
+            "one vector per document"
+            if c.passage_tokens is None
+            else (f"passages of {c.passage_tokens} tokens ({c.passage_overlap} shared)")
+        )
+        raise InvalidInput(
+            f"Corpus {name!r} has {have}, not the layout asked for: choose another --corpus"
+        )
     total = 0
     done = 0
 
@@ -290,10 +324,12 @@ class _Runner:
     calibrations: Mapping[str, str] = field(default_factory=dict)
     times: dict[str, list[float]] = field(default_factory=dict)
     one: CompiledQuery = field(init=False)
+    passages: bool = field(init=False)
 
     def __post_init__(self) -> None:
         # dense and geometric: the same plain top-k statement, compiled once per run
         self.one = single_vector(self.corpus, self.k)
+        self.passages = self.corpus.passage_tokens is not None
 
     def timed(self, method: str, fn: Callable[[], list[str]]) -> list[str]:
         t0 = time.perf_counter()
@@ -309,6 +345,22 @@ class _Runner:
         out: dict[str, list[str]] = {}
         out[DENSE] = self.timed(DENSE, partial(_ranked, self.conn, one, {QUERY_VECTOR: dense_vec}))
         exact = not positive_terms(q.tree)
+        if self.passages:
+            maxp = single_vector(self.corpus, self.k, passages=True)
+            out[DENSE_PASSAGES] = self.timed(
+                DENSE_PASSAGES, partial(_ranked, self.conn, maxp, {QUERY_VECTOR: dense_vec})
+            )
+            fam = PRESETS[DEFAULT_FAMILY]
+            opts = SearchOptions(
+                k=self.k, operators=fam, exact=exact, truth=self.truth,
+                and_text=and_text_for(fam), passages=False,
+            )  # fmt: skip
+            compiled = compile_query(
+                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            )
+            out[HEADLINE_DOCUMENTS] = self.timed(
+                HEADLINE_DOCUMENTS, partial(_ranked, self.conn, compiled, vectors)
+            )
         for fam in self.families:
             opts = SearchOptions(
                 k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
@@ -399,8 +451,13 @@ def evaluate_dataset(
     truth: str = "clamp",
     modes: Sequence[str] = EVAL_MODES,
     calibrations: Mapping[str, str] | None = None,
+    layout: tuple[bool, int | None, int | None] = (True, None, None),
 ) -> EvalResult:
     """Evaluate every method on ``ds`` (derived queries by default) and summarise.
+
+    ``layout`` (passages, passage_tokens, passage_overlap) is the corpus's: with passages
+    (the default) every engine method scores each document's best passage per term, and two
+    more methods compare the layouts: :data:`DENSE_PASSAGES` and :data:`HEADLINE_DOCUMENTS`.
 
     ``truth`` is the engine's similarity-to-truth map (``clamp``, ``affine`` or a calibrated
     ``sigmoid:TAU:LAMBDA`` from :func:`calibrate_dataset`); the baselines do not use one.
@@ -414,8 +471,8 @@ def evaluate_dataset(
     """
     t0 = time.perf_counter()
     derived = derived if derived is not None else derive_queries(ds)
-    name = corpus_name or corpus_name_for(ds, model)
-    corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest)
+    name = corpus_name or corpus_name_for(ds, model, layout)
+    corpus = prepare_corpus(api, ds, name, model, on_ingest=on_ingest, layout=layout)
     with api.connect() as conn:
         runs, ms = run_methods(
             conn,
@@ -463,7 +520,8 @@ def summarise(result: EvalResult) -> None:
     for m in result.methods:
         if DENSE in result.per_query and m != DENSE:
             result.significance[m] = tests(DENSE, m)
-        if HEADLINE in result.per_query and (m.startswith("pglogic-") or "|" in m):
+        layouts = (HEADLINE_DOCUMENTS, DENSE_PASSAGES)
+        if HEADLINE in result.per_query and (m.startswith("pglogic-") or "|" in m or m in layouts):
             result.versus_headline[m] = tests(HEADLINE, m)
 
 
@@ -530,9 +588,11 @@ def calibrate_dataset(
 __all__ = [
     "DECOMPOSED",
     "DENSE",
+    "DENSE_PASSAGES",
     "EVAL_MODES",
     "GEOMETRIC",
     "HEADLINE",
+    "HEADLINE_DOCUMENTS",
     "METRICS",
     "EvalResult",
     "K",

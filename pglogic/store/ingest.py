@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,11 @@ from pglogic.errors import EmbeddingError, InvalidInput
 from pglogic.store.db import Connection
 from pglogic.store.passages import embed_text_sql, set_passage_vectors, write_passages
 from pglogic.store.readers import FieldMap, Record, read_records
+
+log = logging.getLogger("pglogic")
+#: Set on the log records of the warnings that :class:`IngestStats` also carries (a caller that
+#: prints the stats, like the CLI, filters these records out).
+SAID_BY_CALLER = "pglogic_ingest_stats"
 
 DEFAULT_BATCH_SIZE = 256
 _COLUMNS = ("external_id", "title", "text", "metadata", "text_hash", "row_hash", "embedding")
@@ -567,6 +573,18 @@ def ingest_records(
         stats.batches += 1
         if on_batch:
             on_batch(stats, len(batch))
+    if stats.truncated:  # never silently: the model read only the first window of these
+        log.warning(
+            "%d documents of corpus %r are longer than the model's window (%s tokens): their "
+            "vectors cover only the first part; a corpus with passages reads all of it",
+            stats.truncated, corpus.name, tokenizer.window if tokenizer else "?",
+            extra={SAID_BY_CALLER: True},
+        )  # fmt: skip
+    if stats.over_window:
+        log.warning(
+            "%d passages of corpus %r are longer than the model's window: the model cut them",
+            stats.over_window, corpus.name, extra={SAID_BY_CALLER: True},
+        )  # fmt: skip
     return stats
 
 
