@@ -312,8 +312,13 @@ def embedding_drop(
                     f"Refusing to drop {model!r} of {corpus_name!r} without confirmation: "
                     "pass --yes"
                 )
+            vectors = f"{e.embedded:,} {model} vectors"
+            if e.passages is not None:
+                vectors = (
+                    f"{e.embedded:,} document and {e.passages_embedded:,} passage {model} vectors"
+                )
             click.confirm(
-                f"Drop column {e.column} ({e.embedded:,} {model} vectors) of {corpus_name!r}?",
+                f"Drop column {e.column} ({vectors}) of {corpus_name!r}?",
                 abort=True,
             )
         admin.drop_embedding(conn, corpus_name, model=model, lock_timeout=lock_timeout)
