@@ -1173,13 +1173,15 @@ CREATE OR REPLACE FUNCTION pglogic._plan(
     OUT lexical text[],
     OUT candidate_lexical text[],
     OUT lexical_truth text,
-    OUT text_config text
+    OUT text_config text,
+    OUT passage_table text
 )
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
-                                     'filters', 'and_text', 'vectors', 'lexical', 'mode'];
+                                     'filters', 'and_text', 'vectors', 'lexical', 'mode',
+                                     'passages'];
     tsv constant text := '"d"."tsv"';  -- pglogic.engine.compile.LEXICAL_COLUMN
     c record;
     cal record;
@@ -1230,11 +1232,18 @@ DECLARE
     bad text;
     sim_items text[];
     sim_names text[];
+    lex_items text[] := '{}';
     tsq text;
+    use_passages boolean;
+    pemb text;
+    psims text;
+    pjoin text;
 BEGIN
     SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
            (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
-           AS lexical_config INTO c
+           AS lexical_config,
+           (SELECT pl.tokens FROM pglogic.passage_layouts pl WHERE pl.corpus_id = co.id)
+           AS passage_tokens INTO c
     FROM pglogic.corpora co
     JOIN pglogic.embeddings e ON e.corpus_id = co.id AND e.is_active
     WHERE co.name = corpus;
@@ -1313,6 +1322,10 @@ BEGIN
     END IF;
     mode := coalesce(nullif(opts -> 'mode', 'null') #>> '{}', 'fuzzy');
     exact := pglogic._bool_option(opts, 'exact', false);
+    -- since migration 0010: a corpus with passages (a row in pglogic.passage_layouts) is
+    -- searched through them unless "passages" is false (pglogic.engine.compile.Source.for_corpus)
+    use_passages := pglogic._bool_option(opts, 'passages', true);  -- (checked on any corpus)
+    use_passages := use_passages AND c.passage_tokens IS NOT NULL;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
     ef := pglogic._int_option(opts, 'ef_search', NULL);
@@ -1428,14 +1441,14 @@ BEGIN
     sim_names := ARRAY(SELECT 's' || (n - 1) FROM generate_series(1, n_texts) AS n ORDER BY n);
     FOR j IN 1 .. cardinality(lexical) LOOP
         tsq := format('phraseto_tsquery($7::regconfig, $8[%s])', j);
-        sim_items := sim_items || format(
+        lex_items := lex_items || format(
             CASE WHEN lexical_truth = 'rank'
                  THEN 'CASE WHEN %1$s @@ %2$s THEN ts_rank_cd(%1$s, %2$s, 32) ELSE 0 END'
                  ELSE 'CASE WHEN %1$s @@ %2$s THEN 1 ELSE 0 END' END || '::float8 AS %3$s',
             tsv, tsq, pglogic._qi('l' || (j - 1)));
         sim_names := sim_names || ('l' || (j - 1));
     END LOOP;
-    sims := array_to_string(sim_items, ', ');
+    sims := array_to_string(sim_items || lex_items, ', ');
     cols := (SELECT string_agg(pglogic._qi(x.col), ', ' ORDER BY x.n)
              FROM unnest(sim_names) WITH ORDINALITY AS x(col, n));
     score := pglogic._score_sql(tree, terms, ops, truth, and_text, lexical);
@@ -1449,6 +1462,22 @@ BEGIN
     exact_statement := format(
         'WITH sims AS (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s)' || E'\n' || '%s',
         sims, tbl, emb, cond, final);
+    IF use_passages THEN
+        -- since migration 0010 (pglogic.engine.compile._passage_statement): each similarity is
+        -- the best over the document's passages (max, GROUP BY the document), the lexical
+        -- truths are the document's own; exact: every (filtered) document with a passage
+        passage_table := format('%s.%s', pglogic._qi('pglogic'),
+                                pglogic._qi(c.table_name || '_passages'));
+        pemb := '"p".' || pglogic._qi(c.column_name);
+        psims := array_to_string(ARRAY(
+            SELECT format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0)) AS %s',
+                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)))
+            FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', ');
+        exact_statement := format(
+            'WITH sims AS (SELECT "d"."id", %s FROM %s "d" JOIN %s p ON "p"."doc_id" = "d"."id"'
+            ' WHERE %s IS NOT NULL AND %s GROUP BY "d"."id")' || E'\n' || '%s',
+            psims, tbl, passage_table, pemb, cond, final);
+    END IF;
     -- (as the compiler: never a generic plan for a prepared copy of the statement)
     settings := '{"plan_cache_mode": "force_custom_plan"}';
     IF exact THEN
@@ -1497,11 +1526,13 @@ BEGIN
         RAISE EXCEPTION 'The query has no positive term to find candidates with (every term '
             'is negated); set "exact": true to scan every document' USING ERRCODE = '22023';
     END IF;
-    IF (NOT filtered AND cardinality(candidate_lexical) = 0) OR cardinality(candidate_terms) = 0
-    THEN
-        -- (the exact fallback is for filtered scans, and for lexical scans beside semantic
-        -- ones; a query whose candidates all come from lexical scans returns its matches only,
-        -- fewer than k when few documents match, never a scan of every document)
+    IF (NOT filtered AND cardinality(candidate_lexical) = 0 AND NOT use_passages)
+       OR cardinality(candidate_terms) = 0 THEN
+        -- (the exact fallback is for filtered scans, for lexical scans beside semantic ones
+        -- and, since migration 0010, for passage scans, whose nearest passages may belong to
+        -- fewer than k documents; a query whose candidates all come from lexical scans returns
+        -- its matches only, fewer than k when few documents match, never a scan of every
+        -- document)
         exact_statement := NULL;
     END IF;
 
@@ -1562,7 +1593,13 @@ BEGIN
     END IF;
 
     -- the statement: one k-NN scan (a single term), or the candidate scans and their union
-    IF single THEN
+    IF single AND use_passages THEN
+        -- the term's nearest passages (depth rows: they hold the k best documents, some more
+        -- than once), then the statement over passages below
+        plan := 'knn';
+        scans := ARRAY['"c0"', '$1[1]', '$3'];
+        gdepth := NULL;
+    ELSIF single THEN
         plan := 'knn';
         statement := format(
             'WITH sims AS MATERIALIZED (SELECT "d"."id", %s FROM %s "d" WHERE %s IS NOT NULL AND %s'
@@ -1573,7 +1610,9 @@ BEGIN
         RETURN;
     END IF;
     positive := candidate_terms;
-    IF guide_only THEN
+    IF single THEN
+        NULL;  -- (a single term over passages: its scan is set above)
+    ELSIF guide_only THEN
         plan := 'guide';
         depth := NULL;
         candidate_terms := '{}';
@@ -1607,6 +1646,37 @@ BEGIN
         END IF;
     ELSE
         gdepth := NULL;
+    END IF;
+    IF use_passages THEN
+        -- pglogic.engine.compile._passage_scan: each scan finds the documents of its nearest
+        -- passages, joining the documents only to filter them; a lexical scan, the documents'
+        -- ids; their union "cand", then every similarity over each candidate's passages
+        pjoin := CASE WHEN cond <> 'TRUE' THEN format(' JOIN %s "d" ON "d"."id" = "p"."doc_id"', tbl)
+                      ELSE '' END;
+        FOR i IN 1 .. cardinality(scans) / 3 LOOP
+            IF scans[3 * i - 2] LIKE '"x%' THEN
+                tsq := format('phraseto_tsquery($7::regconfig, %s)', scans[3 * i - 1]);
+                ctes := ctes || format(
+                    '%s AS MATERIALIZED (SELECT "d"."id" AS id FROM %s "d" WHERE %s AND %s @@ %s'
+                    ' ORDER BY ts_rank_cd(%s, %s, 32) DESC, "d"."id" LIMIT %s)',
+                    scans[3 * i - 2], tbl, cond, tsv, tsq, tsv, tsq, scans[3 * i]);
+                CONTINUE;
+            END IF;
+            ctes := ctes || format(
+                '%s AS MATERIALIZED (SELECT "p"."doc_id" AS id FROM %s p%s WHERE %s IS NOT NULL'
+                ' AND %s ORDER BY %s <=> %s::vector(%s) LIMIT %s)',
+                scans[3 * i - 2], passage_table, pjoin, pemb, cond, pemb, scans[3 * i - 1], c.dim,
+                scans[3 * i]);
+        END LOOP;
+        statement := format(
+            'WITH %s,' || E'\n' || 'cand AS (%s),' || E'\n' || 'sims AS (SELECT "d"."id", %s FROM cand'
+            ' JOIN %s "d" ON "d"."id" = cand.id JOIN %s p ON "p"."doc_id" = "d"."id" WHERE %s IS NOT'
+            ' NULL AND TRUE GROUP BY "d"."id")' || E'\n' || '%s',
+            array_to_string(ctes, E',\n'),
+            (SELECT string_agg(format('SELECT id FROM %s', scans[3 * n - 2]), ' UNION ' ORDER BY n)
+             FROM generate_series(1, cardinality(scans) / 3) AS n),
+            psims, tbl, passage_table, pemb, final);
+        RETURN;
     END IF;
     FOR i IN 1 .. cardinality(scans) / 3 LOOP
         IF scans[3 * i - 2] LIKE '"x%' THEN
@@ -1759,7 +1829,8 @@ RETURN (
         'depth', p.depth,
         'gdepth', p.gdepth,
         'operators', p.operators,
-        'truth', p.truth)
+        'truth', p.truth,
+        'passages', p.passage_table)
     FROM pglogic._plan(corpus, query) AS p
 );
 

@@ -245,20 +245,37 @@ QUERIES = [
 FAMILIES = ["itlr", "godel", "lukasiewicz", "product", "and=sum,or=max,not=reciprocal"]
 
 
+def function_json(
+    tree: Any, opts: SearchOptions, vectors: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """:func:`search_json` with the option ``"passages": false`` when ``opts.passages`` is off
+    (since migration 0010: the documents' own vectors of a corpus with passages)."""
+    query_json = search_json(tree, opts, vectors)
+    if not opts.passages:
+        query_json["passages"] = False
+    return query_json
+
+
 def python_and_sql(
-    news: Conn, fixed: FixedEmbedder, query: str, opts: SearchOptions, *, guide: bool = True
+    news: Conn,
+    fixed: FixedEmbedder,
+    query: str,
+    opts: SearchOptions,
+    *,
+    guide: bool = True,
+    corpus_name: str = "news",
 ) -> tuple[list[Hit], list[tuple[Any, ...]]]:
     """The Python search's hits and the SQL function's rows, with the same options: the JSON
     carries the term vectors and, with ``guide``, the guide vector Python computed (else the
     function computes it)."""
-    corpus = get_corpus(news, "news")
+    corpus = get_corpus(news, corpus_name)
     news.commit()
     result = search(news, corpus, query, embedder=fixed, options=opts)
     vectors = {t: fixed.embed([t])[0] for t in result.compiled.terms}
-    query_json = search_json(result.tree, opts, vectors)
+    query_json = function_json(result.tree, opts, vectors)
     if not guide:
         del query_json["guide"]
-    rows = sql_search(news, "news", query_json)
+    rows = sql_search(news, corpus_name, query_json)
     return result.hits, rows
 
 
@@ -769,19 +786,26 @@ PLAN_OPTIONS = [
 ]
 
 
-def assert_plan_is_pythons(conn: Conn, query: str, opts: SearchOptions) -> str:
+def assert_plan_is_pythons(
+    conn: Conn, query: str, opts: SearchOptions, corpus_name: str = "synth"
+) -> str:
     """Run ``query`` through the Python search and compare what it ran with
-    ``pglogic.search_plan``: statement, parameters, settings, candidate terms, guide vector."""
-    corpus = get_corpus(conn, "synth")
+    ``pglogic.search_plan``: statement, parameters, settings, candidate terms, guide vector, the
+    passage table searched (a corpus with passages, since migration 0010)."""
+    corpus = get_corpus(conn, corpus_name)
     conn.commit()
     result = search(conn, corpus, query, embedder=RandomEmbedder(), options=opts)
     compiled = result.compiled
     vectors = dict(zip(compiled.terms, RandomEmbedder().embed(compiled.terms), strict=True))
-    query_json = search_json(result.tree, opts, vectors)
-    row = conn.execute("SELECT pglogic.search_plan('synth', %s)", (Jsonb(query_json),)).fetchone()
+    query_json = function_json(result.tree, opts, vectors)
+    row = conn.execute(
+        "SELECT pglogic.search_plan(%s, %s)", (corpus_name, Jsonb(query_json))
+    ).fetchone()
     conn.rollback()
     assert row is not None
     plan = row[0]
+    table = corpus.passage_table if opts.passages else None
+    assert plan["passages"] == (None if table is None else table.as_string(None))
     text, values = function_statement(compiled)
     assert plan["lexical"] == list(compiled.lexical)
     assert plan["text_config"] == ("english" if compiled.lexical else None)
@@ -1142,7 +1166,7 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
          "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors, "
-         "lexical, mode"),
+         "lexical, mode, passages"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},
@@ -1165,6 +1189,8 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"tree": {"term": "a", "vector": VEC}, "k": "ten"}, 'Invalid k="ten": expected an integer'),
         ({"tree": {"term": "a", "vector": VEC}, "exact": "yes"},
          'Invalid exact="yes": expected true or false'),
+        ({"tree": {"term": "a", "vector": VEC}, "passages": 0},
+         "Invalid passages=0: expected true or false"),
         ({"tree": {"term": "a", "vector": VEC}, "k": 1001},
          'k=1001 is above 1000, the most an HNSW scan returns; set "exact": true'),
         ({"tree": {"term": "a", "vector": VEC}, "ef_search": 0},

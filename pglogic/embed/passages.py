@@ -136,7 +136,8 @@ def split(text: str, offsets: Offsets, tokens: int, overlap: int) -> list[Span]:
         >>> split("", [], 4, 0)
         [Span(start=0, end=0, tokens=0)]
     """
-    check_layout(tokens, overlap)
+    if tokens < 1 or not 0 <= overlap <= tokens // 2:
+        raise InvalidInput(f"Invalid passage split: {tokens} tokens, {overlap} shared")
     n = len(offsets)
     if n <= tokens:
         return [Span(0, len(text), n)]

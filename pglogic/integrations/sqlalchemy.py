@@ -8,6 +8,10 @@ compile time. Conditions added with ``.where()`` that only involve the searched 
 conditions on other (joined) tables filter the ranked rows afterwards. Joins and ``.options()``
 work as on any select. Term vectors are bound parameters; nothing of the query text becomes SQL.
 
+Long documents: with ``passages=`` (the application's passage table: one row and one vector per
+passage, a column referencing the document), each term's similarity for a document is its best
+passage's, as in a pglogic corpus with passages; the HNSW scans run over the passages' index.
+
 Run it with :func:`execute` (or ``await`` :func:`execute_async`), which applies the statement's
 ``SET LOCAL`` settings (``hnsw.ef_search``, iterative scans) in the same transaction for that
 statement only (the values before it are put back). A plain ``session.execute(stmt)`` raises
@@ -73,6 +77,23 @@ class _Spec:
     terms: tuple[str, ...]
     lexical_column: str | None = None
     text_config: str = "english"
+    passages: _Passages | None = None
+
+
+@dataclass(frozen=True)
+class _Passages:
+    """The application's passage table: its name, the column of the document's id, the vectors."""
+
+    schema: str | None
+    name: str
+    doc: str
+    embedding: str
+
+    @property
+    def table(self) -> psql.Identifier:
+        return (
+            psql.Identifier(self.schema, self.name) if self.schema else psql.Identifier(self.name)
+        )
 
 
 class _RankingText(TextClause):
@@ -133,9 +154,12 @@ def _source(s: _Spec) -> Source:
         if s.table.schema
         else psql.Identifier(s.table.name)
     )
+    p = s.passages
     return Source(
         table, None, s.id_column, s.embedding_column, s.dim, (),
         lexical=s.lexical_column, text_config=s.text_config if s.lexical_column else None,
+        passages=p.table if p else None, passage_doc=p.doc if p else "doc_id",
+        passage_embedding=p.embedding if p else None,
     )  # fmt: skip
 
 
@@ -198,6 +222,9 @@ def logical_search(
     lexical_column: Any = None,
     text_config: str = "english",
     lexical: str = "crisp",
+    passages: Any = None,
+    passage_doc: Any = None,
+    passage_embedding: Any = None,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -209,15 +236,46 @@ def logical_search(
     made with the text search configuration ``text_config`` (a GIN index on it serves the
     positive ones); ``lexical`` is their truth (``crisp`` or ``rank``), ``match_<j>`` its column.
 
+    Passages: ``passages`` is the application's passage table (a mapped class, a ``Table``, or
+    its name, ``"schema.table"``), one row per passage of a document: ``passage_doc`` its
+    column holding the document's id (default: its one foreign key to ``entity``, else
+    ``doc_id``) and ``passage_embedding`` its ``Vector(dim)`` column (default: the one named
+    like ``embedding``, else its only vector column); both a column or a column name. Each
+    term's ``sim_<i>`` is then the best similarity over the document's passages, the candidates
+    come from HNSW scans of the passages (index them), and a document without passages is never
+    found. ``embedding`` may be None when the documents have no vector of their own.
+
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
         ...                       embedder=emb)  # doctest: +SKIP
         >>> execute(session, stmt.where(Article.lang == "en"))  # doctest: +SKIP
+        >>> over_passages = logical_search(Article, None, '"a" AND NOT "b"', embedder=emb,
+        ...                                passages=ArticlePassage)  # doctest: +SKIP
     """
-    table, id_col, emb_col = _resolve(entity, embedding)
-    dim = getattr(emb_col.type, "dim", None)
+    table, id_col, emb_col = _resolve(entity, embedding, required=passages is None)
+    pas, pas_dim = (
+        _resolve_passages(passages, passage_doc, passage_embedding, table, id_col, emb_col)
+        if passages is not None
+        else (None, None)
+    )
+    if passages is None and (passage_doc is not None or passage_embedding is not None):
+        raise InvalidInput("passage_doc= and passage_embedding= need passages= (the table)")
+    dim = getattr(emb_col.type, "dim", None) if emb_col is not None else pas_dim
     if not isinstance(dim, int):
+        if emb_col is None:
+            raise InvalidInput(
+                "Without the documents' embedding column the passages' dimension is unknown: "
+                "give passages= as a Table or mapped class (or passage_embedding= a column)"
+            )
         raise InvalidInput(f"Column {emb_col.name!r} must be a pgvector Vector(dim) column")
+    emb_name = emb_col.name if emb_col is not None else ""
+    if pas is not None:
+        if pas_dim is not None and pas_dim != dim:
+            raise InvalidInput(
+                f"The passages' column {pas.embedding!r} has {pas_dim} dimensions, "
+                f"the documents' {dim}"
+            )
+        emb_name = emb_name or pas.embedding
     tree = to_tree(query)
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
@@ -245,8 +303,8 @@ def logical_search(
             if vecs[t].shape != (dim,):
                 raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
     spec = _Spec(
-        tree, table, id_col.name, emb_col.name, dim, options, vecs, term_list, lex_name,
-        text_config,
+        tree, table, id_col.name, emb_name, dim, options, vecs, term_list, lex_name,
+        text_config, pas,
     )  # fmt: skip
     n_lex = len(probe.lexical)
     cols = [column("id", id_col.type), column("score", Float)]
@@ -266,22 +324,112 @@ def logical_search(
     return out
 
 
-def _resolve(entity: Any, embedding: Any) -> tuple[Table, Column[Any], Column[Any]]:
+def _table(entity: Any, what: str = "logical_search needs") -> Table:
+    """The Core table of a mapped class or a ``Table``."""
     if isinstance(entity, Table):
-        table = entity
-    else:
-        mapper = inspect(entity, raiseerr=False)
-        if mapper is None or not isinstance(getattr(mapper, "local_table", None), Table):
-            raise InvalidInput("logical_search needs a mapped class or a Table")
-        table = mapper.local_table
+        return entity
+    mapper = inspect(entity, raiseerr=False)
+    if mapper is None or not isinstance(getattr(mapper, "local_table", None), Table):
+        raise InvalidInput(f"{what} a mapped class or a Table")
+    local: Table = mapper.local_table
+    return local
+
+
+def _column(col: Any) -> Any:
+    """A mapped attribute's column (``Article.embedding``), or ``col`` itself."""
+    prop = getattr(col, "property", None)
+    columns = getattr(prop, "columns", None)
+    return columns[0] if columns else col
+
+
+def _resolve(
+    entity: Any, embedding: Any, *, required: bool = True
+) -> tuple[Table, Column[Any], Column[Any] | None]:
+    table = _table(entity)
     pk = list(table.primary_key.columns)
     if len(pk) != 1:
         raise InvalidInput(f"Table {table.name!r} needs a single-column primary key")
-    emb = getattr(embedding, "property", None)
-    emb_col = emb.columns[0] if emb is not None else embedding
+    if embedding is None:
+        if required:
+            raise InvalidInput("Give the embedding column (or passages=, a passage table)")
+        return table, pk[0], None
+    emb_col = _column(embedding)
     if not isinstance(emb_col, Column) or emb_col.table is not table:
         raise InvalidInput("The embedding column must belong to the searched table")
     return table, pk[0], emb_col
+
+
+def _resolve_passages(
+    passages: Any,
+    doc: Any,
+    embedding: Any,
+    table: Table,
+    id_col: Column[Any],
+    emb_col: Column[Any] | None,
+) -> tuple[_Passages, int | None]:
+    """The passage table's name and columns (and its vectors' dimension when it is known)."""
+    if isinstance(passages, str):
+        schema, _, name = passages.rpartition(".")
+        if not name or "." in schema or passages.startswith("."):
+            raise InvalidInput(f"passages={passages!r}: a table name, or 'schema.table'")
+        vec = embedding if embedding is not None else emb_col
+        if vec is None:
+            raise InvalidInput(f"passages={passages!r}: give passage_embedding= (its column)")
+        vec_name = vec if isinstance(vec, str) else str(_column(vec).name)
+        doc_name = doc if isinstance(doc, str) else str(_column(doc).name) if doc else "doc_id"
+        dim = None if isinstance(vec, str) else getattr(_column(vec).type, "dim", None)
+        return _check_names(_Passages(schema or None, name, doc_name, vec_name), table), dim
+    ptable = _table(passages, "passages= needs")
+    if ptable is table:
+        raise InvalidInput("passages= must be another table than the documents'")
+    doc_col = _passage_column(ptable, doc, "passage_doc") if doc is not None else None
+    if doc_col is None:
+        refs = [c for c in ptable.columns if any(fk.references(table) for fk in c.foreign_keys)]
+        if len(refs) == 1:
+            doc_col = refs[0]
+        elif "doc_id" in ptable.columns:
+            doc_col = ptable.columns["doc_id"]
+        else:
+            raise InvalidInput(
+                f"Which column of {ptable.name!r} holds the document's {id_col.name!r}? "
+                "Give passage_doc="
+            )
+    vec_col = _passage_column(ptable, embedding, "passage_embedding") if embedding else None
+    if vec_col is None:
+        vectors = [c for c in ptable.columns if isinstance(c.type, Vector)]
+        same = [c for c in vectors if emb_col is not None and c.name == emb_col.name]
+        if len(same) == 1 or len(vectors) == 1:
+            vec_col = (same or vectors)[0]
+        else:
+            raise InvalidInput(
+                f"Which column of {ptable.name!r} holds the passages' vectors? "
+                "Give passage_embedding="
+            )
+    dim = getattr(vec_col.type, "dim", None)
+    if not isinstance(dim, int):
+        raise InvalidInput(f"Column {vec_col.name!r} must be a pgvector Vector(dim) column")
+    out = _Passages(ptable.schema, ptable.name, doc_col.name, vec_col.name)
+    return _check_names(out, table), dim
+
+
+def _passage_column(ptable: Table, col: Any, what: str) -> Column[Any]:
+    """``col`` (a column of the passage table, or its name) as a column of ``ptable``."""
+    if isinstance(col, str):
+        if col not in ptable.columns:
+            raise InvalidInput(f"{what}={col!r}: {ptable.name!r} has no such column")
+        found: Column[Any] = ptable.columns[col]
+        return found
+    c = _column(col)
+    if not isinstance(c, Column) or c.table is not ptable:
+        raise InvalidInput(f"{what}= must be a column of the passage table {ptable.name!r}")
+    return c
+
+
+def _check_names(p: _Passages, table: Table) -> _Passages:
+    """The statement names the passages ``p``: refuse a document table of that name."""
+    if table.name == "p" and table.schema is None:
+        raise InvalidInput("A searched table named 'p' clashes with the passages' alias 'p'")
+    return p
 
 
 def _settings(stmt: LogicalSelect) -> dict[str, str]:

@@ -49,8 +49,8 @@ def embed_text_sql(alias: str | None) -> sql.Composed:
     :attr:`pglogic.store.readers.Record.embed_text` builds it, in SQL; passage offsets index it.
 
     Example:
-        >>> embed_text_sql("d").as_string(None)[:40]
-        'CASE WHEN coalesce("d"."title", \'\') = \'\''
+        >>> print(embed_text_sql("d").as_string(None)[:50])
+        CASE WHEN coalesce("d"."title", '') = '' THEN "d".
     """
 
     def col(name: str) -> sql.Composable:
