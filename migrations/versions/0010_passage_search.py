@@ -1,0 +1,64 @@
+"""``pglogic.search()`` searches a corpus's passages, as the Python search does.
+
+Applies ``versions/sql/0010_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). A corpus with a row in ``pglogic.passage_layouts``
+(revision 0009) is searched through its passage table ``pglogic.<table_name>_passages`` by
+default, with the statement of ``pglogic.engine.compile`` (``_passage_statement``), text for
+text: HNSW scans of the passages for the candidate documents (joined to the documents only
+under a filter), their union ``cand``, then each term's similarity as the best over the
+document's passages (``max`` per document), the same ranking; exact mode over every document's
+passages; the exact fallback also after an unfiltered passage scan that found fewer than k
+documents. The option ``"passages": false`` searches the documents' own vectors, as before.
+``_plan`` returns one more column, ``passage_table`` (so it and ``search_plan``, whose SQL body
+depends on it, are dropped first); ``search_plan`` shows it as ``"passages"``.
+
+Downgrading drops ``_plan`` and ``search_plan`` and applies 0008's ``0008_search.sql`` again
+(which creates them as they were).
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-26
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+#: What 0010 replaces with functions of another result type, dependents first (the SQL-standard
+#: body of ``search_plan`` records its dependency on ``_plan``).
+DROP_OLD = """
+DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);
+DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
+"""
+
+#: 0010's functions that 0008's SQL creates in another form, dependents first.
+DROP_NEW = DROP_OLD
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(DROP_OLD)
+    _run(_frozen("0010_search.sql"))
+
+
+def downgrade() -> None:
+    _run(DROP_NEW)
+    _run(_frozen("0008_search.sql"))
