@@ -25,8 +25,10 @@ best mean NOT nDCG@10 on the other two, then its result on the left-out one.
     .venv/bin/python bench/passages_quality.py --only arxiv_0704 --subsets long
     .venv/bin/python bench/passages_quality.py --render               # Markdown from the JSON
 
-Corpora ``eval_<dataset>[_long]_p<tokens>o<overlap>`` live in database ``bench_passages`` on the
-embedded server under ``--home`` (default ``/work/plbench``; kept between runs). Writes
+Corpora ``eval_<dataset>[_long]`` (the default layout, as ``pglogic eval`` names them) and
+``eval_<dataset>[_long]_p<tokens>o<overlap>`` live in database ``bench_passages`` on the embedded
+server under ``--home`` (default ``/work/plbench``; kept between runs), or in the database of
+``--dsn`` with ``--dsn-as-is``. Writes
 ``bench/results/passages_quality.{json,md}``.
 """
 
@@ -47,7 +49,7 @@ from psycopg import sql
 
 from pglogic import PgLogic
 from pglogic.config import DEFAULT_MODEL
-from pglogic.embed.passages import tokenizer_of
+from pglogic.embed.passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, tokenizer_of
 from pglogic.embed.registry import get_embedder
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.eval.compare import holm
@@ -141,7 +143,9 @@ def run_one(
     if subset == "long":
         ds = long_only(ds, tokenizer_of(get_embedder(DEFAULT_MODEL)))
     derived = derive_queries(ds, per_template=per_template)
-    layout = (True, tokens, overlap)
+    # the default layout gets the corpus name `pglogic eval` gives it (eval_<dataset>[_long])
+    default = (tokens, overlap) == (DEFAULT_TOKENS, DEFAULT_OVERLAP)
+    layout = (True, None, None) if default else (True, tokens, overlap)
     corpus = corpus_name_for(ds, DEFAULT_MODEL, layout)
     t0 = time.perf_counter()
     result = evaluate_dataset(
@@ -254,6 +258,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--home", type=Path, default=Path("/work/plbench"))
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--dsn-as-is", action="store_true", help="use --dsn's own database")
     ap.add_argument("--only", action="append", help="dataset name (repeatable)")
     ap.add_argument("--subsets", default="long,all")
     ap.add_argument("--configs", default="254:32,128:16", help="tokens:overlap of the long runs")
@@ -268,7 +273,7 @@ def main() -> None:
         data = old
     else:
         busy = cpu_busy()
-        dsn = database(server_dsn(args.home, args.dsn))
+        dsn = args.dsn if args.dsn and args.dsn_as_is else database(server_dsn(args.home, args.dsn))
         api = PgLogic(dsn)
         done = {(r["dataset"], r["subset"], r["tokens"], r["overlap"]): r
                 for r in old.get("runs", [])}  # fmt: skip

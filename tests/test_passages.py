@@ -5,6 +5,9 @@ real HNSW indexes and the real all-MiniLM-L6-v2."""
 from __future__ import annotations
 
 import itertools
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -231,3 +234,50 @@ def test_a_passage_larger_than_the_window_is_refused(dsn: str) -> None:
         PgLogic(dsn).create_corpus("big", passage_tokens=512)
     with pytest.raises(InvalidInput, match="need passages=True"):
         PgLogic(dsn).create_corpus("none", passages=False, passage_tokens=128)
+
+
+@pytest.mark.db
+@pytest.mark.model
+def test_cli_explain_shows_the_deciding_passage_and_show_counts_passages(
+    dsn: str, news: PgLogic
+) -> None:
+    from tests.conftest import run_cli
+
+    env = {"PGLOGIC_DSN": dsn, "COLUMNS": "200"}
+    q = '"central bank interest rates" AND NOT "wheat exports"'
+    out = run_cli("search", "news", q, "--explain", "-k", "5", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "Deciding passages" in out.stdout
+    # the long story's wheat similarity comes from a late passage, not its first
+    assert re.search(
+        r'long-wheat  "wheat exports" 0\.\d+  passage [1-9]\d* \[\d+:\d+\]', out.stdout
+    )
+    js = run_cli("search", "news", q, "--json", "-k", "5", env=env)
+    rows = [json.loads(x) for x in js.stdout.splitlines()]
+    assert all(set(r["passages"]) >= {"central bank interest rates", "wheat exports"} for r in rows)
+    show = run_cli("corpus", "show", "news", env=env)
+    assert "64 tokens per passage, 16 shared (all-MiniLM-L6-v2 tokenizer)" in show.stdout
+    assert "documents split" in show.stdout
+
+
+def test_eval_restricts_to_long_documents_and_names_layouts(tmp_path: Path) -> None:
+    from pglogic.embed.passages import Tokenizer
+    from pglogic.eval.data import load_dataset
+    from pglogic.eval.evaluate import corpus_name_for
+    from pglogic.eval.long_docs import long_only
+
+    rows = [
+        {"id": "a", "title": "T", "text": "one two three four five six", "labels": ["x"]},
+        {"id": "b", "text": "one two", "labels": ["x", "y"]},
+        {"id": "c", "text": "one two three four five six seven", "labels": ["y"]},
+    ]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = load_dataset(tmp_path)
+    tok = Tokenizer(5, word_offsets, False, "words")
+    sub = long_only(ds, tok, tmp_path / "cache")
+    assert (sub.name, sub.doc_ids, sub.queries) == (f"{ds.name}_long", ("a", "c"), ())
+    assert sub.label_docs() == {"x": frozenset({"a"}), "y": frozenset({"c"})}
+    assert corpus_name_for(sub, "all-MiniLM-L6-v2") == f"eval_{ds.name}_long"
+    assert corpus_name_for(ds, "all-MiniLM-L6-v2", (False, None, None)).endswith("_1vec")
+    with pytest.raises(InvalidInput, match="No document"):
+        long_only(ds, Tokenizer(50, word_offsets, False, "words"), tmp_path / "cache")
