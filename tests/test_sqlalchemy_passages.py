@@ -247,12 +247,6 @@ def test_approximate_equals_exact_and_the_reference(db: str) -> None:
                 assert all(r[0].lang == lang for r in got)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a disjunction under max scans each term's top k passages (the union plan), and k "
-    "passages may come from fewer than k documents: z-long's three passages fill the scan of "
-    '"z" and the article z is never a candidate (pglogic.engine.compile._passage_statement)',
-)
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:
     q = '"z" OR "y"'
     got = _rows(db, search(q, k=3).where(Article.id < MINE))

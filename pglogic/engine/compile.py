@@ -784,6 +784,9 @@ def _depths(
     if union:  # each term's top k, at a single-term query's ef_search; no guide
         guided = False
         depth = opts.depth if opts.depth is not None else opts.k
+        if parts.src.passages is not None and opts.depth is None:
+            # k passages may belong to fewer than k documents: a single-term query's depth
+            depth = default_depth(opts.k, 1)
     gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
     if guide_only and opts.depth is None:
         gdepth = guide_only_depth(opts.k, filter_selectivity if filtered else None)
