@@ -1,6 +1,7 @@
 """The SQL function against the Python search at scale: recall, agreement and latency.
 
     python bench/sql_parity.py [--size 1000000] [--queries 10] [--keep] [--reuse]
+    python bench/sql_parity.py --passages 4 --size 100000   # a corpus with passages
 
 On bench/scale.py's synthetic corpus (clustered 384-d vectors, ``{"c": cluster, "g": i % 100}``
 metadata, HNSW m = 16, ef_construction = 128, loaded by ``scale.load``: COPY through
@@ -19,6 +20,14 @@ filter: recall@10 of each against the exact top 10 (NumPy over every vector, sca
 same ids in the same order as ``python``, the mean overlap@10 with ``python`` (shared ids / 10),
 and p50 latency.
 
+``--passages P``: a corpus with passages instead (``pglogic.passage_layouts``, searched
+through them by both paths): the same clustered data drawn per passage, the passages of one
+topic shuffled and dealt to documents of 1 to P passages each (so a document spans several
+clusters of its topic), each document's own vector its first passage (its first window), an
+HNSW index on the passages too. The exact top 10 is then NumPy's formula over each document's
+best passage per term (``max``, as the statement's ``GROUP BY``). Database
+``bench_sql_parity_<size>_p<P>``, results ``bench/results/sql_parity_passages.{md,json}``.
+
 ``--keep`` leaves the database for ``--reuse`` (no load, no build; a kept database without the
 whole corpus and its index is loaded again). Results: ``bench/results/sql_parity.{md,json}``,
 one section per size (other sizes of the file are kept).
@@ -33,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from benchlib import (
     DEFAULT_HOME,
     RESULTS_DIR,
@@ -47,12 +57,15 @@ from benchlib import (
     server_dsn,
     write_results,
 )
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
-from query import make_dataset, make_queries
+from query import Dataset, make_dataset, make_queries
 from scale import (
     FILTER_MASK,
     FILTERS,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
     MemorySampler,
     Vectors,
     database_exists,
@@ -63,15 +76,115 @@ from scale import (
     shapes,
 )
 
+from pglogic.embed.passages import Span
 from pglogic.engine.compile import SearchOptions
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, with_and_texts
+from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.engine.render import search_json
-from pglogic.query import parse
-from pglogic.store.corpus import corpus_info, get_corpus
-from pglogic.store.db import connect
+from pglogic.query import Node, parse
+from pglogic.store.corpus import build_index, corpus_info, create_corpus, get_corpus
+from pglogic.store.db import Connection, connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.passages import PassageLayout, write_passages
+from pglogic.store.readers import Record
 from pglogic.store.search import search
 
 NAME = "sql_parity"
 METHODS = ("python", "sql+guide", "sql")
+
+
+class Passages:
+    """A synthetic corpus with passages: ``data.vectors[i]`` is passage i, ``first[d]`` the
+    index of document d's first passage (the passages of a document are consecutive;
+    ``first[-1]`` is the number of passages)."""
+
+    def __init__(self, data: Dataset, first: npt.NDArray[np.int64]) -> None:
+        self.data = data
+        self.first = first
+
+    @property
+    def documents(self) -> int:
+        return len(self.first) - 1
+
+
+def make_passages(documents: int, most: int, seed: int) -> Passages:
+    """``documents`` documents of 1 to ``most`` passages (uniform): bench/query.py's manifold
+    data drawn per passage, each topic's passages shuffled and dealt to the documents in turn."""
+    rng = np.random.default_rng(seed + 1)
+    counts = rng.integers(1, most + 1, size=documents)
+    data = make_dataset(int(counts.sum()), seed, kind="manifold")
+    topic = data.labels // data.per_topic
+    order = np.lexsort((rng.random(len(topic)), topic))  # by topic, shuffled within
+    ordered = Dataset(data.topics, data.centres, data.per_topic, data.vectors[order],
+                      data.labels[order])  # fmt: skip
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return Passages(ordered, first)
+
+
+def load_passages(conn: Connection, corpus_data: Passages) -> tuple[Any, dict[str, Any]]:
+    """Corpus ``scale`` with passages: each document's own vector its first passage, then its
+    passages (``write_passages``), HNSW on both tables (scale.py's m and ef_construction)."""
+    data, first = corpus_data.data, corpus_data.first
+    corpus = create_corpus(conn, "scale", model="synthetic", dim=data.vectors.shape[1],
+                           passages=PassageLayout(64, 0, "synthetic"))  # fmt: skip
+
+    def records() -> Any:
+        for d in range(corpus_data.documents):
+            topic = int(data.labels[first[d]]) // data.per_topic
+            meta = {"c": topic, "g": d % 100}
+            yield Record(f"doc{d}", f"document {d} of topic {topic}", None, meta,
+                         data.vectors[first[d]])  # fmt: skip
+
+    t0 = time.perf_counter()
+    ingest_records(conn, corpus, records(), embedder=None, batch_size=5000)
+    batch = 5000
+    for lo in range(0, corpus_data.documents, batch):
+        docs = []
+        for d in range(lo, min(lo + batch, corpus_data.documents)):
+            n = int(first[d + 1] - first[d])
+            docs.append((f"doc{d}", [Span(i, i + 1, 1) for i in range(n)],
+                         data.vectors[first[d] : first[d + 1]]))  # fmt: skip
+        with conn.transaction():
+            write_passages(conn, corpus, docs)
+    load_s = time.perf_counter() - t0
+    build_s = build_index(conn, "scale", m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION,
+                          maintenance_work_mem="4GB")  # fmt: skip
+    conn.commit()
+    conn.autocommit = True
+    for table in (corpus.table, corpus.passage_table):
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    info = corpus_info(conn, "scale")
+    assert info.passages is not None
+    return get_corpus(conn, "scale"), {
+        "load_s": round(load_s, 1),
+        "passages": int(first[-1]),
+        "hnsw_build_s": round(build_s, 1),
+        "hnsw": f"m={HNSW_M}, ef_construction={HNSW_EF_CONSTRUCTION}",
+        "table_mib": round((info.table_bytes + info.passages.table_bytes) / 2**20, 1),
+        "index_mib": round((info.index_bytes + info.passages.index_bytes) / 2**20, 1),
+    }
+
+
+def exact_top_passages(
+    tree: Node,
+    corpus_data: Passages,
+    vecs: dict[str, np.ndarray],
+    mask: np.ndarray,
+    k: int,
+    and_text: int = DEFAULT_AND_TEXT,
+) -> list[int]:
+    """Ids (1-based, ingest order) of the exact top k over the masked documents, each text's
+    similarity a document's best passage's (scale.exact_top over passages)."""
+    vecs = phrase_vectors(tree, vecs)
+    names = sorted(vecs)
+    sims = corpus_data.data.vectors @ np.stack([vecs[t] for t in names]).T
+    best = np.maximum.reduceat(sims, corpus_data.first[:-1], axis=0)
+    by_text = {t: best[:, i] for i, t in enumerate(names)}
+    scores = evaluate_numpy(with_and_texts(tree, and_text), by_text, DEFAULT_FAMILY)
+    scores = np.where(mask, scores, -np.inf)
+    top = np.argpartition(-scores, k)[:k] if k < len(scores) else np.arange(len(scores))
+    top = top[np.lexsort((top, -scores[top]))]
+    return [int(i) + 1 for i in top if np.isfinite(scores[i])]
 
 
 def overlap(got: list[int], ref: list[int], k: int = 10) -> float:
@@ -83,9 +196,13 @@ def overlap(got: list[int], ref: list[int], k: int = 10) -> float:
 def run_shapes(
     conn: Any, corpus: Any, data: Any, n_queries: int, seed: int
 ) -> list[dict[str, Any]]:
-    """Every (shape, filter) row: recall, agreement with ``python`` and p50 of the three paths."""
+    """Every (shape, filter) row: recall, agreement with ``python`` and p50 of the three paths.
+    ``data``: a Dataset (one vector per document) or :class:`Passages`."""
     emb = Vectors()
-    g = np.arange(len(data.vectors)) % 100
+    passages = data if isinstance(data, Passages) else None
+    if passages is not None:
+        data = passages.data
+    g = np.arange(len(data.vectors) if passages is None else passages.documents) % 100
     out: list[dict[str, Any]] = []
     turn = 0
     for si, (shape, text) in enumerate(shapes([1, 2, 3, 5, 8]).items()):
@@ -100,7 +217,10 @@ def run_shapes(
             same = {m: 0 for m in METHODS[1:]}
             ovl: dict[str, list[float]] = {m: [] for m in METHODS[1:]}
             for vecs in queries:
-                truth = exact_top(tree, data, vecs, mask, 10)
+                if passages is None:
+                    truth = exact_top(tree, data, vecs, mask, 10)
+                else:
+                    truth = exact_top_passages(tree, passages, vecs, mask, 10)
                 with_guide = search_json(tree, opts, phrase_vectors(tree, vecs))
                 without = {**with_guide, "guide": True}
                 got: dict[str, list[int]] = {}
@@ -133,10 +253,16 @@ def run_shapes(
     return out
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any], name: str = NAME) -> str:
     """The result file: the machine, then one table per size (largest first)."""
+    over = ""
+    if name != NAME:
+        over = (
+            " over passages: a corpus with passages (`--passages`), both paths searching them; "
+            "recall against the exact top 10 of each document's best passage per term"
+        )
     parts = [
-        "# The SQL function vs the Python search (`bench/sql_parity.py`)",
+        f"# The SQL function vs the Python search{over} (`bench/sql_parity.py`)",
         "",
         machine_md(results["machine"]),
         "",
@@ -152,6 +278,8 @@ def markdown(results: dict[str, Any]) -> str:
             parts += [r["note"], ""]
         if r.get("load"):
             ld = r["load"]
+            if ld.get("passages"):
+                parts += [f"{ld['passages']:,} passages (1 to {r['most']} per document).", ""]
             parts += [f"Load {ld['load_s']} s, HNSW build {ld['hnsw_build_s']} s ({ld['hnsw']}), "
                       f"table {ld['table_mib']} MiB, index {ld['index_mib']} MiB. "
                       f"Queries: {r['query_s']} s of wall time; the CPU was "
@@ -179,9 +307,9 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def previous_sizes() -> dict[str, Any]:
+def previous_sizes(name: str = NAME) -> dict[str, Any]:
     """The sizes of the results file (the first version held one size at the top level)."""
-    path = RESULTS_DIR / f"{NAME}.json"
+    path = RESULTS_DIR / f"{name}.json"
     if not path.exists():
         return {}
     old = json.loads(path.read_text())
@@ -192,14 +320,21 @@ def previous_sizes() -> dict[str, Any]:
     return {str(old["size"]): {"rows": old["rows"], "note": note}}
 
 
-def complete(conn: Any, size: int) -> bool:
-    """Whether a kept database holds the whole corpus and its HNSW index."""
+def complete(conn: Any, size: int, passages: int | None = None) -> bool:
+    """Whether a kept database holds the whole corpus and its HNSW index (and ``passages``
+    passages with theirs)."""
     try:
         info = corpus_info(conn, "scale")
     except Exception:
         conn.rollback()
         return False
     conn.commit()
+    if passages is not None and (
+        info.passages is None
+        or info.passages.passages != passages
+        or info.passages.index_bytes == 0
+    ):
+        return False
     return info.documents == size and info.index_bytes > 0
 
 
@@ -212,22 +347,30 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--keep", action="store_true", help="keep bench_sql_parity_<size> for --reuse")
     ap.add_argument("--reuse", action="store_true", help="reuse the database of --keep")
+    ap.add_argument("--passages", type=int, default=0, metavar="P",
+                    help="a corpus with passages, 1 to P per document (0: none)")  # fmt: skip
     args = ap.parse_args()
     base = server_dsn(Path(args.home), args.dsn)
-    db_name = f"bench_{NAME}_{args.size}"
+    name = NAME if not args.passages else f"{NAME}_passages"
+    db_name = f"bench_{NAME}_{args.size}" + (f"_p{args.passages}" if args.passages else "")
     t_start = time.perf_counter()
-    data = make_dataset(args.size, args.seed, kind="manifold")
+    data: Dataset | Passages
+    if args.passages:
+        data = make_passages(args.size, args.passages, args.seed)
+    else:
+        data = make_dataset(args.size, args.seed, kind="manifold")
     print(f"dataset {args.size:,} in {time.perf_counter() - t_start:.0f} s", flush=True)
+    n_passages = int(data.first[-1]) if isinstance(data, Passages) else None
     reused = False
     if args.reuse and database_exists(base, db_name):
         dsn = make_conninfo(base, dbname=db_name)
         with connect(dsn) as conn:
-            reused = complete(conn, args.size)
+            reused = complete(conn, args.size, n_passages)
         if not reused:
             print(f"{db_name} is incomplete: loading again", flush=True)
     if not reused:
         dsn = fresh_database(base, db_name)
-    sizes = previous_sizes()
+    sizes = previous_sizes(name)
     kept = sizes.get(str(args.size), {})
     try:
         with connect(dsn) as conn:
@@ -236,6 +379,8 @@ def main() -> None:
                 conn.commit()
                 conn.autocommit = True
                 loaded = kept.get("load") or {"reused": True}
+            elif isinstance(data, Passages):
+                corpus, loaded = load_passages(conn, data)
             else:
                 mem = MemorySampler(postmaster_pid(conn))
                 corpus, loaded = load(conn, data, mem)
@@ -248,8 +393,10 @@ def main() -> None:
         sizes[str(args.size)] = {"load": loaded, "rows": rows, "query_s": query_s,
                                  "cpu_busy_before": round(busy, 3), "queries": args.queries,
                                  "seed": args.seed}  # fmt: skip
+        if args.passages:
+            sizes[str(args.size)]["most"] = args.passages
         results = {"machine": machine(base), "sizes": sizes}
-        write_results(NAME, results, markdown(results))
+        write_results(name, results, markdown(results, name))
         print(f"done in {time.perf_counter() - t_start:.0f} s", flush=True)
     finally:
         if not args.keep:

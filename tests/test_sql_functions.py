@@ -7,7 +7,9 @@ filters included: same ids in the same order, scores and similarities to 1e-9. T
 ``pglogic.search_plan`` shows is the compiler's, text for text, for every query shape and plan
 (a 20,000-row synthetic corpus gives the filtered plans); the planning heuristics, the guide
 vector and the filters' SQL are compared one by one. Lexical terms (``{"match": ...}``, since
-migration 0007) are compared the same ways: ranks, truth values and statements.
+migration 0007) are compared the same ways: ranks, truth values and statements. The Reuters
+corpus has passages (the default of new corpora): since migration 0010 both paths search them;
+tests/test_sql_passages.py compares passage corpora specifically.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from pglogic.store.calibration_store import (
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
 from pglogic.store.lexical import add_lexical_index
+from pglogic.store.passages import passage_index_name
 from pglogic.store.search import Hit, estimate_filter, search
 from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
 from tests.conftest import TEMPLATE_DB, Server, reuters_database
@@ -339,18 +342,30 @@ def test_the_guide_computed_in_sql_is_numpys(news: Conn, fixed: FixedEmbedder) -
 def test_search_function_ranks_like_python_through_the_index(
     news: Conn, fixed: FixedEmbedder, family: str
 ) -> None:
-    """With sequential scans off, both paths read candidates from the HNSW index."""
+    """With sequential scans off, both paths read candidates from the HNSW index: the
+    passages' (the corpus has passages, since migration 0010 searched by the function too), or
+    the documents' with ``passages`` off."""
     news.execute("SET enable_seqscan = off")
     news.commit()
     corpus = get_corpus(news, "news")
-    compiled = compile_query(parse(QUERIES[3]), corpus, SearchOptions(operators=family))
-    params = compiled.with_vectors({t: fixed.embed([t])[0] for t in compiled.terms})
-    plan = news.execute(sql.SQL("EXPLAIN ") + compiled.statement, params).fetchall()
-    news.rollback()
-    assert f"Index Scan using {corpus.index_name}" in "\n".join(r[0] for r in plan)
-    for query in QUERIES:
-        hits, rows = python_and_sql(news, fixed, query, SearchOptions(k=10, operators=family))
-        assert_same(hits, rows)
+    for passages, index in ((True, hnsw_index(corpus, True)), (False, corpus.index_name)):
+        opts = SearchOptions(k=10, operators=family, passages=passages)
+        compiled = compile_query(parse(QUERIES[3]), corpus, opts)
+        params = compiled.with_vectors({t: fixed.embed([t])[0] for t in compiled.terms})
+        plan = news.execute(sql.SQL("EXPLAIN ") + compiled.statement, params).fetchall()
+        news.rollback()
+        assert f"Index Scan using {index}" in "\n".join(r[0] for r in plan)
+        for query in QUERIES:
+            hits, rows = python_and_sql(news, fixed, query, opts)
+            assert_same(hits, rows)
+
+
+def hnsw_index(corpus: Corpus, passages: bool) -> str | None:
+    """The HNSW index a statement over ``corpus`` scans: its passages' (a corpus with passages,
+    ``passages`` on), else its documents'."""
+    if passages and corpus.passage_table is not None:
+        return passage_index_name(corpus, corpus.column)
+    return corpus.index_name
 
 
 @pytest.mark.model
@@ -660,7 +675,8 @@ def test_lexical_scans_use_the_gin_index(news: Conn) -> None:
     news.rollback()
     text = "\n".join(r[0] for r in explain)
     # the positive term's HNSW scan, the positive lexical term's GIN scan (not the negated one's)
-    assert text.count(f"Index Scan using {corpus.index_name}") == 1, text
+    index = hnsw_index(corpus, plan["passages"] is not None)
+    assert text.count(f"Index Scan using {index}") == 1, text
     assert text.count(f"Bitmap Index Scan on {corpus.table_name}_tsv") == 1, text
 
 
@@ -1045,8 +1061,9 @@ def test_search_statement_is_served_by_the_hnsw_index(news: Conn) -> None:
     ).fetchall()
     news.rollback()
     text = "\n".join(r[0] for r in explain)
-    # one scan per positive term ("a", "b") and the guide's
-    assert text.count(f"Index Scan using {corpus.index_name}") == 3, text
+    # one scan per positive term ("a", "b") and the guide's (of the passages' index since 0010)
+    index = hnsw_index(corpus, plan[0]["passages"] is not None)
+    assert text.count(f"Index Scan using {index}") == 3, text
 
 
 def test_search_settings_end_with_the_call(news: Conn) -> None:

@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0007).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0010).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -29,6 +29,14 @@
 -- Positive lexical terms scan the GIN index for candidates (ranked, depth rows each), negated
 -- ones never do; the guide vector and the AND texts are computed from the formula without its
 -- lexical terms (pglogic._semantic_part). Option "mode" is "fuzzy" (the only mode here).
+-- Since migration 0010 a corpus with passages (a row in pglogic.passage_layouts, its passage table
+-- pglogic.<table_name>_passages: doc_id, embedding) is searched through them, as
+-- pglogic.engine.compile._passage_statement does: each HNSW scan (a term's, the guide's) finds
+-- the documents of its nearest passages (joining the documents only to filter them), a lexical
+-- scan the documents' ids, their union "cand", then each text's similarity for a document is
+-- the best over its passages (max, GROUP BY the document); the lexical truths are the
+-- document's own. Exact mode: every (filtered) document's passages. Option "passages": false
+-- searches the documents' own vectors instead (the statement of a corpus without passages).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -39,7 +47,8 @@
 -- positive polarity plus the scan along the guide vector (pglogic._guide_vector, the ascent of
 -- pglogic.engine.guide in double precision), the guide's scan alone (guide_suffices) or each
 -- term's top k (union_suffices), the same depths and hnsw settings, and the exact plan again
--- when a filtered plan (or, since 0007, a plan with lexical scans) returns fewer than k rows.
+-- when a filtered plan (or, since 0007, a plan with lexical scans, since 0010 one over passages)
+-- returns fewer than k rows.
 -- With the same term vectors and guide vector (render.search_json passes the one Python
 -- computes) it returns the same rows with the same scores. Values are bound as parameters ($1
 -- term vectors, $2 guide vector, $3 depth, $4 gdepth, $5 k, $6 filter parameters, $7 the text
@@ -1150,7 +1159,8 @@ $fn$;
 -- placeholders numbered: $1[i] the i-th term's vector (%(v{i-1})s), $2 the guide vector
 -- (%(vg)s), $3 depth, $4 gdepth, $5 k, $6[j] the j-th filter parameter (text), and since
 -- migration 0007 $7 the text search configuration of the corpus's lexical index (%(lcfg)s,
--- text) and $8[j] the j-th lexical term (%(q{j-1})s, text).
+-- text) and $8[j] the j-th lexical term (%(q{j-1})s, text). Since migration 0010 passage_table is
+-- the passage table the statement searches (null: the documents' own vectors).
 CREATE OR REPLACE FUNCTION pglogic._plan(
     corpus text,
     query jsonb,
