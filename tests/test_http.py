@@ -252,9 +252,13 @@ def test_compile_without_and_with_a_corpus(api_client: TestClient) -> None:
     body = api_client.post("/v1/compile", json={"query": QUERY, "corpus": "news",
                                                 "style": "numbered"}).json()  # fmt: skip
     sql = body["sql"]
-    assert "$1" in sql["text"] and sql["order"][0] == "v0"
+    # over passages the guide's scan comes first; over the documents' vectors the terms' do
+    assert "$1" in sql["text"] and sql["order"][:3] == ["vg", "gdepth", "v0"]
     assert sql["parameters"]["v0"] == "<embedding of 'grain'>"
     assert sql["parameters"]["vg"] == "<guide vector of the term embeddings>"
+    body = api_client.post("/v1/compile", json={"query": QUERY, "corpus": "news",
+                                                "style": "numbered", "passages": False}).json()  # fmt: skip
+    assert body["sql"]["order"][:3] == ["v0", "v1", "vg"] and "_passages" not in body["sql"]["text"]
     plain = api_client.post("/v1/compile", json={"query": "just words"}).json()
     assert plain["logical"] is False and plain["query"] == "just words"
     error(api_client.post("/v1/compile", json={"query": QUERY, "corpus": "nope"}), 404,

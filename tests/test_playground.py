@@ -177,6 +177,7 @@ def test_type_a_query_and_see_k_hits_with_bars(page: Any, base_url: str, tmp_pat
         )
         excluded = "wheat" in hit["metadata"].get("labels", [])
         assert li.get_attribute("data-excluded") == ("true" if excluded else "false")
+        assert set(hit["explain"]["passages"]) == {"grain", "wheat"}  # a corpus with passages
     dense = page.query_selector_all("#dense-hits > li")
     assert [h.get_attribute("data-id") for h in dense] == [h["id"] for h in want["dense"]["hits"]]
     assert page.inner_text("#dense-query") == "grain but not wheat"
@@ -184,6 +185,34 @@ def test_type_a_query_and_see_k_hits_with_bars(page: Any, base_url: str, tmp_pat
     assert "ms in the server" in page.inner_text("#sql-summary")
     assert "q=%22grain%22+AND+NOT+%22wheat%22" in page.url and "k=5" in page.url
     shots(tmp_path, page, "playground-desktop")
+
+
+def test_a_later_passage_that_decided_a_term_shows_under_its_bar(
+    page: Any, base_url: str, tmp_path: Path
+) -> None:
+    # the first of these queries whose top 10 has a term decided past a document's first passage
+    for q in ['"grain" AND NOT "wheat"', '"oil prices" AND NOT "opec"', '"trade" OR "tariffs"']:
+        want = api_search(base_url, query=q, k=10, explain=True)
+        later = [h for h in want["hits"] if any(p["ord"] > 0 for p in
+                                                h["explain"]["passages"].values())]  # fmt: skip
+        if later:
+            break
+    assert later, "no hit decided by a later passage: pick another query"
+    ready(page, base_url)
+    run_query(page, q, 10)
+    hits = page.query_selector_all("#logical-hits > li")
+    assert [h.get_attribute("data-id") for h in hits] == [h["id"] for h in want["hits"]]
+    for li, hit in zip(hits, want["hits"], strict=True):
+        lines = {p.get_attribute("data-term"): p for p in li.query_selector_all(".passage")}
+        deciding = {t: p for t, p in hit["explain"]["passages"].items() if p["ord"] > 0}
+        assert set(lines) == set(deciding)  # only past the start: the first is the document's
+        for term, line in lines.items():
+            assert line.get_attribute("data-ord") == str(deciding[term]["ord"])
+            assert line.text_content() == f"¶{deciding[term]['ord']} {deciding[term]['snippet']}"
+            assert line.is_visible() and line.bounding_box()["height"] < 20  # one line
+    li = next(li for li in hits if li.query_selector(".passage"))
+    li.scroll_into_view_if_needed()
+    shots(tmp_path, page, "playground-passages")
 
 
 def test_a_bad_query_gets_a_caret_under_its_column(

@@ -93,6 +93,11 @@ class Options(BaseModel):
     lexical: Literal["crisp", "rank"] = Field(
         "crisp", description="Truth of a lexical term (match:word): 1/0, or its normalised rank"
     )
+    passages: bool = Field(
+        True,
+        description="On a corpus with passages, each term's similarity is its best passage's "
+        "(false: the documents' own vectors, the first window of their text)",
+    )
 
 
 class SearchRequest(Options):
@@ -100,7 +105,8 @@ class SearchRequest(Options):
 
     corpus: str = Field(min_length=1, max_length=200, examples=["news"])
     query: str = Field(min_length=1, examples=['"grain" AND NOT "wheat"'])
-    explain: bool = Field(False, description="Per hit: each text's truth, each NOT's contribution")
+    explain: bool = Field(False, description="Per hit: each text's truth, each NOT's "
+                          "contribution, the passage that decided each similarity")  # fmt: skip
     dense: bool = Field(False, description="Also run a dense search of the query as one string")
     dense_query: str | None = Field(None, max_length=2000,
                                     description="The dense search's text (default: the query "
@@ -143,12 +149,30 @@ class NotContribution(BaseModel):
     contribution: float = Field(description="score - without (negative: pushed down)")
 
 
+class PassageOut(BaseModel):
+    """The passage of a document that decided a text's similarity (its best passage)."""
+
+    ord: int = Field(description="0-based position of the passage in the document")
+    start: int = Field(
+        description="Its first character in the text the model reads: the "
+        "title, a newline, then the text (the text alone without a title)"
+    )
+    end: int = Field(description="Past its last character, in the same string")
+    similarity: float = Field(description="Cosine similarity of the passage to the text")
+    snippet: str = Field(description="The passage's first 160 characters")
+
+
 class Explanation(BaseModel):
     """Why a hit scores what it does."""
 
     truths: dict[str, float] = Field(description="Each scored text's truth value")
     nots: list[NotContribution] | None = Field(
         description="Each NOT's contribution (null where the score is not a fuzzy formula)"
+    )
+    passages: dict[str, PassageOut] | None = Field(
+        None,
+        description="Per scored text, the passage that decided its similarity (a corpus with "
+        "passages, searched over them; else null)",
     )
 
 
@@ -344,6 +368,13 @@ def _hits(result: Any, *, explain: bool, and_text: int) -> list[HitOut]:
                               lexical=h.lexical)  # fmt: skip
             if c.mode != "fuzzy":
                 raw["nots"] = None
+            deciding = result.passages.get(h.id)
+            if deciding:
+                raw["passages"] = {
+                    d.term: PassageOut(ord=d.ord, start=d.start, end=d.end,
+                                       similarity=d.similarity, snippet=d.snippet)
+                    for d in deciding
+                }  # fmt: skip
             ex = Explanation.model_validate(raw)
         out.append(HitOut(rank=i, id=h.external_id, title=h.title, score=h.score,
                           similarities=h.similarities, metadata=h.metadata or {},
@@ -370,7 +401,14 @@ def _response(req: SearchRequest | AskRequest, result: Any, took: float) -> dict
     }
 
 
-def _search(b: Backend, req: Options, corpus: str, query: Any, timeout: float | None) -> Any:
+def _search(
+    b: Backend,
+    req: Options,
+    corpus: str,
+    query: Any,
+    timeout: float | None,
+    explain_passages: bool = False,
+) -> Any:
     return b.api.search(
         corpus,
         query,
@@ -382,6 +420,8 @@ def _search(b: Backend, req: Options, corpus: str, query: Any, timeout: float | 
         and_text=req.and_text,
         exact=req.exact,
         lexical=req.lexical,
+        passages=req.passages,
+        explain_passages=explain_passages and req.passages,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
     )
@@ -396,7 +436,7 @@ def search(req: SearchRequest, b: B) -> dict[str, Any]:
     """
     _check(b, req.query, req.k)
     t0 = time.perf_counter()
-    result = _search(b, req, req.corpus, req.query, req.timeout)
+    result = _search(b, req, req.corpus, req.query, req.timeout, explain_passages=req.explain)
     out = _response(req, result, time.perf_counter() - t0)
     if req.dense:
         from pglogic.query import Term
@@ -429,7 +469,7 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
     opts = SearchOptions(k=req.k, operators=req.operators, truth=req.truth, mode=req.mode,
                          filters=_filters(req.filters), and_text=req.and_text,
                          exact=req.exact, timeout=b.config.timeout,
-                         lexical=req.lexical)  # fmt: skip
+                         lexical=req.lexical, passages=req.passages)  # fmt: skip
     tree = to_tree(req.query)
     if req.corpus:
         compiled = b.api.compile(req.corpus, tree, opts)
@@ -475,6 +515,8 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         and_text=req.and_text,
         exact=req.exact,
         lexical=req.lexical,
+        passages=req.passages,
+        explain_passages=req.explain and req.passages,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,
     )

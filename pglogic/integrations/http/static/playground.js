@@ -151,6 +151,12 @@ function hitItem(hit, terms, marks, withBars) {
       const kind = t.role === "negated" ? "negated" : (t.role === "positive" ? "positive" : "phrase");
       bars.append(bar(kind, (t.role === "negated" ? "¬ " : "") + t.text, truth, fmt(sim),
         `${t.text}: cosine similarity ${fmt(sim)}, truth ${fmt(truth)} (${t.role})`));
+      const p = hit.explain.passages && hit.explain.passages[t.text];
+      if (p && p.ord > 0) { // the later passage that decided this similarity (not the start)
+        bars.append(el("div", { class: "passage", "data-term": t.text, "data-ord": String(p.ord),
+                                title: `${t.text}: passage ${p.ord} [${p.start}:${p.end}], similarity ${fmt(p.similarity)}\n${p.snippet}` },
+          el("span", { class: "passage-ord", text: "¶" + p.ord }), " " + p.snippet));
+      }
     }
     for (const n of hit.explain.nots || []) {
       const lost = Math.max(0, -n.contribution);

@@ -1,0 +1,154 @@
+"""The HTTP API over a corpus with passages (real Postgres, real all-MiniLM-L6-v2, the read-only
+reader role): ``passages`` switches between the best passage and the document's own vector,
+``explain`` names the passage that decided each similarity, as the Python API does."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from pglogic import PgLogic
+from pglogic.integrations.http import ServeConfig, create_app
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+from pglogic.store.ingest import ingest_records
+from pglogic.store.readers import Record
+from tests.conftest import TEMPLATE_DB, Server
+
+pytestmark = [pytest.mark.db, pytest.mark.model]
+
+FILLER = (
+    "The central bank left its benchmark interest rate unchanged on Tuesday, saying inflation "
+    "remained within its target range while the currency held steady against the dollar. "
+)
+WHEAT = (
+    "Separately, the agriculture ministry said wheat exports rose sharply as farmers sold "
+    "their wheat harvest abroad and grain elevators filled with wheat."
+)
+RECORDS = [
+    Record("long-wheat", FILLER * 12 + WHEAT, "Central bank holds rates"),
+    Record("rates-1", FILLER * 2, "Bank keeps rates"),
+    Record("rates-2", FILLER + "Bond yields fell slightly.", "Bonds"),
+    Record("wheat-1", WHEAT, "Wheat exports rise"),
+    Record("sport", "The football team won the championship final on penalties.", "Final"),
+]
+QUERY = '"central bank interest rates" AND NOT "wheat exports"'
+
+
+@pytest.fixture(scope="module")
+def dsn(pg_server: Server, minilm: Any) -> Iterator[str]:
+    """Corpus 'news' with passages of 64 tokens (16 shared), 'single' without passages."""
+    name = f"t_httpp_{uuid.uuid4().hex[:10]}"
+    janitor = pg_server.janitor(name, TEMPLATE_DB)
+    janitor.init()
+    try:
+        url = pg_server.dsn_for(name)
+        api = PgLogic(url)
+        api.create_corpus("news", passage_tokens=64, passage_overlap=16)
+        api.create_corpus("single", passages=False)
+        with connect(url) as conn:
+            for corpus in ("news", "single"):
+                ingest_records(conn, get_corpus(conn, corpus), RECORDS, embedder=minilm)
+        for corpus in ("news", "single"):
+            api.build_index(corpus)
+        api.close()
+        yield url
+    finally:
+        janitor.drop()
+
+
+@pytest.fixture(scope="module")
+def client(dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    keys: Path = tmp_path_factory.mktemp("keys") / "keys.json"
+    app = create_app(ServeConfig(dsn=dsn, keys_file=keys, llm_env={}))
+    with TestClient(app, client=("127.0.0.1", 50000)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def direct(dsn: str) -> Iterator[PgLogic]:
+    with PgLogic(dsn) as api:
+        yield api
+
+
+def search(c: TestClient, **body: Any) -> httpx.Response:
+    res = c.post("/v1/search", json={"corpus": "news", "query": QUERY, "k": 5, **body})
+    assert res.status_code == 200, res.text
+    return res
+
+
+def test_explain_names_the_deciding_passage_of_each_text(
+    client: TestClient, direct: PgLogic
+) -> None:
+    body = search(client, explain=True).json()
+    ids = [h["id"] for h in body["hits"]]
+    # the long story's wheat paragraph is past the model's window: its last passage has it
+    assert ids.index("long-wheat") > ids.index("rates-1")
+    assert ids.index("long-wheat") > ids.index("rates-2")
+    want = direct.search("news", QUERY, k=5, explain_passages=True)
+    assert ids == [h.external_id for h in want.hits]
+    for hit, py in zip(body["hits"], want.hits, strict=True):
+        passages = hit["explain"]["passages"]
+        assert set(passages) == set(hit["similarities"]) == set(hit["explain"]["truths"])
+        for d in want.passages[py.id]:
+            p = passages[d.term]
+            assert (p["ord"], p["start"], p["end"], p["snippet"]) == (
+                d.ord, d.start, d.end, d.snippet
+            )  # fmt: skip
+            assert p["similarity"] == pytest.approx(hit["similarities"][d.term], abs=1e-5)
+            assert 0 <= p["start"] < p["end"] and 0 < len(p["snippet"]) <= 160
+    long_wheat = next(h for h in body["hits"] if h["id"] == "long-wheat")
+    wheat = long_wheat["explain"]["passages"]["wheat exports"]
+    assert wheat["ord"] > 0 and "wheat" in wheat["snippet"]
+    rates = long_wheat["explain"]["passages"]["central bank interest rates"]
+    assert rates["ord"] < wheat["ord"] and "central bank" in rates["snippet"]
+    short = next(h for h in body["hits"] if h["id"] == "rates-2")  # one passage: the story
+    assert {p["ord"] for p in short["explain"]["passages"].values()} == {0}
+    assert short["explain"]["passages"]["wheat exports"]["start"] == 0
+
+
+def test_passages_false_reads_the_documents_own_vectors(
+    client: TestClient, direct: PgLogic
+) -> None:
+    body = search(client, explain=True, passages=False, include_sql=True).json()
+    ids = [h["id"] for h in body["hits"]]
+    assert ids == [h.external_id for h in direct.search("news", QUERY, k=5, passages=False).hits]
+    assert ids.index("long-wheat") < 2  # the wheat paragraph is cut off: the NOT misses it
+    assert all(h["explain"]["passages"] is None for h in body["hits"])
+    assert "_passages" not in body["sql"]["text"]
+    over = search(client, include_sql=True).json()
+    assert "_passages" in over["sql"]["text"]
+    assert all(h["explain"] is None for h in over["hits"])  # explain off: no passages asked
+
+
+def test_a_corpus_without_passages_explains_without_them(
+    client: TestClient, direct: PgLogic
+) -> None:
+    on = search(client, corpus="single", explain=True).json()
+    off = search(client, corpus="single", explain=True, passages=False).json()
+    assert [h["id"] for h in on["hits"]] == [h["id"] for h in off["hits"]]
+    assert [h["id"] for h in on["hits"]] == [
+        h.external_id for h in direct.search("single", QUERY, k=5).hits
+    ]
+    assert all(h["explain"]["passages"] is None for h in on["hits"] + off["hits"])
+
+
+def test_compile_and_the_dense_side_follow_the_flag(client: TestClient) -> None:
+    def compiled(**body: Any) -> str:
+        res = client.post("/v1/compile", json={"corpus": "news", "query": QUERY, **body})
+        assert res.status_code == 200, res.text
+        text: str = res.json()["sql"]["text"]
+        return text
+
+    assert "_passages" in compiled() and "_passages" not in compiled(passages=False)
+    body = search(client, dense=True, explain=True).json()
+    assert len(body["dense"]["hits"]) == 5
+    assert all(h["explain"] is None for h in body["dense"]["hits"])
+    res = client.post("/v1/search", json={"corpus": "news", "query": QUERY, "passages": "some"})
+    assert res.status_code == 422 and res.json()["error"]["type"] == "validation"
