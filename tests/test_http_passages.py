@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openai_stub import ChatServer
 from starlette.testclient import TestClient
 
 from pglogic import PgLogic
@@ -152,3 +153,30 @@ def test_compile_and_the_dense_side_follow_the_flag(client: TestClient) -> None:
     assert all(h["explain"] is None for h in body["dense"]["hits"])
     res = client.post("/v1/search", json={"corpus": "news", "query": QUERY, "passages": "some"})
     assert res.status_code == 422 and res.json()["error"]["type"] == "validation"
+
+
+def test_ask_explains_over_passages_too(dsn: str, tmp_path: Path, direct: PgLogic) -> None:
+    with ChatServer() as chat:
+        chat.script(QUERY)
+        chat.script(QUERY)
+        env = {"PGLOGIC_LLM_BASE_URL": chat.url, "PGLOGIC_LLM_MODEL": "m",
+               "PGLOGIC_LLM_OUTPUT": "plain"}  # fmt: skip
+        config = ServeConfig(dsn=dsn, keys_file=tmp_path / "keys.json", llm_env=env)
+        with TestClient(create_app(config), client=("127.0.0.1", 50000)) as c:
+            ask = {
+                "corpus": "news",
+                "question": "central bank interest rates, not wheat exports",
+                "k": 5,
+                "explain": True,
+            }
+            over = c.post("/v1/ask", json=ask).json()
+            cut = c.post("/v1/ask", json={**ask, "passages": False}).json()
+    assert over["query"] == QUERY and over["fallback"] is False
+    want = direct.search("news", QUERY, k=5, explain_passages=True)
+    assert [h["id"] for h in over["hits"]] == [h.external_id for h in want.hits]
+    long_wheat = next(h for h in over["hits"] if h["id"] == "long-wheat")
+    assert long_wheat["explain"]["passages"]["wheat exports"]["ord"] > 0
+    assert [h["id"] for h in cut["hits"]] == [
+        h.external_id for h in direct.search("news", QUERY, k=5, passages=False).hits
+    ]
+    assert all(h["explain"]["passages"] is None for h in cut["hits"])
