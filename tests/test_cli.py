@@ -73,8 +73,9 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
         return str(out.stdout)
 
     assert "No corpora yet" in ok("corpus", "list")
-    assert "Created corpus 'news' (all-MiniLM-L6-v2, 384-d, cosine)" in ok(
-        "corpus", "create", "news"
+    assert (
+        "Created corpus 'news' (all-MiniLM-L6-v2, 384-d, cosine; passages of 254 tokens, "
+        "32 shared)" in ok("corpus", "create", "news")
     )
     data = tmp_path / "d.jsonl"
     data.write_text(

@@ -421,7 +421,9 @@ def test_cli_ingest_with_another_model_is_one_sentence(dsn: str, tmp_path: Path)
     )
     out = run_cli("--dsn", dsn, "corpus", "create", "c", "--model", "minilm-int8")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "Created corpus 'c' (minilm-int8, 384-d, cosine)"
+    assert out.stdout.strip() == (
+        "Created corpus 'c' (minilm-int8, 384-d, cosine; passages of 254 tokens, 32 shared)"
+    )
     out = run_cli("--dsn", dsn, "ingest", "c", str(src), "--model", "all-MiniLM-L6-v2")
     assert out.returncode == 2
     assert out.stderr.strip() == (

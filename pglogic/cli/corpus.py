@@ -152,8 +152,10 @@ def corpus_create(
     )
     where = ", distributed" if distributed else ""
     if c.passage_tokens is not None:
-        where += f", passages of {c.passage_tokens} tokens ({c.passage_overlap} shared)"
-    console.print(f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance}{where})")
+        where += f"; passages of {c.passage_tokens} tokens, {c.passage_overlap} shared"
+    console.print(
+        f"Created corpus {c.name!r} ({c.model}, {c.dim}-d, {distance}{where})", soft_wrap=True
+    )
 
 
 @corpus.command(
