@@ -1567,7 +1567,10 @@ BEGIN
         AND pglogic._union_suffices(tree, ops[2]);
     IF union_plan THEN  -- each term's top k, at a single-term query's ef_search; no guide
         guided := false;
-        depth := coalesce(user_depth, k);
+        -- (since migration 0010, over passages: a single-term query's depth, since k passages
+        -- may belong to fewer than k documents)
+        depth := coalesce(user_depth, CASE WHEN use_passages THEN pglogic._default_depth(k, 1)
+                                           ELSE k END);
     END IF;
     gdepth := coalesce(user_depth, pglogic._guide_depth(k, depth));
     IF guide_only AND user_depth IS NULL THEN

@@ -224,9 +224,9 @@ def test_passages_false_is_the_documents_statement(
 def test_too_few_documents_from_the_passage_scans_fall_back_to_the_exact_plan(
     synth_dsn: str,
 ) -> None:
-    """Each term's 10 nearest passages (the union plan of ``"a" OR "b"``) all belong to one
-    document: the function then scores every document's passages, as the Python search does,
-    and returns k rows, unfiltered too."""
+    """Each term's 10 nearest passages (the union plan of ``"a" OR "b"`` at depth 10) all
+    belong to one document: the function then scores every document's passages, as the Python
+    search does, and returns k rows, unfiltered too."""
     rng = np.random.default_rng(5)
     vectors = {}
     for t in ("a", "b"):
@@ -234,7 +234,12 @@ def test_too_few_documents_from_the_passage_scans_fall_back_to_the_exact_plan(
         v[0] = 1.0
         vectors[t] = [float(x) for x in v + rng.normal(scale=0.001, size=384)]
     tree = parse('"a" OR "b"')
-    opts = SearchOptions(k=10)
+    # (at the default depth a union over passages scans 100 passages per term: 40 are s1's)
+    default = function_json(tree, SearchOptions(k=10), vectors)
+    with connect(synth_dsn) as conn:
+        row = conn.execute("SELECT pglogic.search_plan('synthp', %s)", (Jsonb(default),))
+        assert row.fetchone()[0]["depth"] == 100  # type: ignore[index]
+    opts = SearchOptions(k=10, depth=10)
     query = function_json(tree, opts, vectors)
     with connect(synth_dsn) as conn:
         plan = conn.execute("SELECT pglogic.search_plan('synthp', %s)", (Jsonb(query),)).fetchone()
