@@ -497,8 +497,9 @@ def describe_plan(c: CompiledQuery) -> str:
 
 def run_matrix(conn: Connection, corpus: Corpus, docs: Documents, ids: np.ndarray,
                n_queries: int, ks: Sequence[int], seed: int, rows: list[dict[str, Any]],
-               save: Any) -> None:  # fmt: skip
-    """Every (shape, k, filter) with both layouts; ``rows`` grows, ``save()`` after each shape."""
+               save: Any, only: set[str] | None = None) -> None:  # fmt: skip
+    """Every (shape, k, filter) with both layouts; ``rows`` grows, ``save()`` after each shape.
+    ``only``: the shapes to run (the others keep their queries' seeds)."""
     emb = Vectors()
     first = docs.first
     g = np.arange(docs.n_docs) % 100
@@ -506,6 +507,8 @@ def run_matrix(conn: Connection, corpus: Corpus, docs: Documents, ids: np.ndarra
     pos = np.full(int(ids.max()) + 1, -1)
     pos[ids] = np.arange(len(ids))  # database id -> document index
     for si, (shape, text) in enumerate(SHAPES.items()):
+        if only is not None and shape not in only:
+            continue
         tree = parse(text)
         n_terms = len(set(text.split('"')[1::2]))
         queries = make_queries(docs.data, n_queries, n_terms, seed + 100 * si)
@@ -933,6 +936,19 @@ def body(res: dict[str, Any], header: bool = True) -> str:
                                "recall@10", "recall@k", "rows", "single plan", "single ms",
                                "recall@10", "recall@k", "rows", "single vs passages",
                                "1M vectors p50"], rows))  # fmt: skip
+        sup = res.get("superseded", [])
+        reruns = sorted({r["rerun"] for r in q if r.get("rerun")})
+        if sup:
+            parts += ["", f"Rows re-run ({'; '.join(reruns)}) replace these, measured earlier "
+                      "(the pglogic of the first run above):", ""]  # fmt: skip
+            parts.append(md_table(["shape", "k", "filter", "passages plan", "passages ms",
+                                   "recall@10", "recall@k", "rows", "single ms", "recall@10"],
+                                  [[r["shape"], r["k"], r["filter"], r["passages"]["plan"],
+                                    f"{r['passages']['ms']['p50']} / {r['passages']['ms']['p95']}",
+                                    r["passages"]["recall@10"], r["passages"][f"recall@{r['k']}"],
+                                    f"{r['passages']['min_rows']} ({r['passages']['shortfalls']})",
+                                    f"{r['single']['ms']['p50']} / {r['single']['ms']['p95']}",
+                                    r["single"]["recall@10"]] for r in sup]))  # fmt: skip
         ratios = [r["passages"]["ms"]["p50"] / r["single"]["ms"]["p50"] for r in q
                   if r["single"]["ms"]["p50"] > 0]  # fmt: skip
         if ratios:
@@ -997,6 +1013,8 @@ def main() -> None:
     ap.add_argument("--variant", metavar="NAME",
                     help="store this run's results as variant NAME beside the main ones "
                     "(e.g. other --docs or --doc-share)")  # fmt: skip
+    ap.add_argument("--shapes", help="queries phase: only these shapes (comma-separated), "
+                    "replacing their rows (the old ones kept as superseded)")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
     ap.add_argument("--render", action="store_true", help="only rewrite the .md from the .json")
     ap.add_argument("--reuse", action="store_true",
@@ -1022,7 +1040,7 @@ def main() -> None:
     run = {"date": time.strftime("%Y-%m-%d %H:%M"), "commit": git_head(), **vars(args)}
     res["runs"] = [*old.get("runs", []), run]
     for key in ("ingest", "load", "sizes", "depth", "queries", "plans", "exact", "data",
-                "phases", "memory_peak_mib", "variants"):  # fmt: skip
+                "phases", "memory_peak_mib", "variants", "superseded"):  # fmt: skip
         if key in old:  # a partial re-run keeps what it does not redo
             res[key] = old[key]
 
@@ -1054,7 +1072,7 @@ def main() -> None:
             corpus = get_corpus(conn, CORPUS)
             out["sizes"] = sizes(conn, corpus)
             out["memory_peak_mib"] = {
-                **res.get("memory_peak_mib", {}),
+                **out.get("memory_peak_mib", {}),
                 **{k: round(v) for k, v in mem.peaks.items() if k != "idle"},
             }
             save(res, args.results)
@@ -1078,10 +1096,24 @@ def main() -> None:
                 save(res, args.results)
             if "queries" in phases:
                 rows: list[dict[str, Any]] = []
-                out["queries"] = rows
-                with phase(out, "queries", mem):
+                only = set(args.shapes.split(",")) if args.shapes else None
+                if only is None:
+                    out["queries"] = rows
+                with phase(out, "queries" if only is None else "queries (rerun)", mem):
                     run_matrix(conn, corpus, docs, ids, args.queries, ks, args.seed, rows,
-                               lambda: save(res, args.results))  # fmt: skip
+                               lambda: save(res, args.results), only)  # fmt: skip
+                if only is not None:  # replace those rows; keep the old ones as superseded
+                    note = f"{run['date']} at {run['commit']}"
+                    fresh = {(r["shape"], r["k"], r["filter"]): {**r, "rerun": note} for r in rows}
+                    kept = []
+                    for r in out.get("queries", []):
+                        key = (r["shape"], r["k"], r["filter"])
+                        if key in fresh:
+                            out.setdefault("superseded", []).append(r)
+                            kept.append(fresh.pop(key))
+                        else:
+                            kept.append(r)
+                    out["queries"] = kept + list(fresh.values())
                 save(res, args.results)
             if "plans" in phases:
                 with phase(out, "plans", mem):
@@ -1094,7 +1126,7 @@ def main() -> None:
                                                  args.seed)  # fmt: skip
             mem.stop()
             out["memory_peak_mib"] = {
-                **res.get("memory_peak_mib", {}),
+                **out.get("memory_peak_mib", {}),
                 **{k: round(v) for k, v in mem.peaks.items() if k != "idle"},
             }
             save(res, args.results)
