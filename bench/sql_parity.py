@@ -255,25 +255,25 @@ def run_shapes(
 
 def markdown(results: dict[str, Any], name: str = NAME) -> str:
     """The result file: the machine, then one table per size (largest first)."""
-    over = ""
-    if name != NAME:
-        over = (
-            " over passages: a corpus with passages (`--passages`), both paths searching them; "
-            "recall against the exact top 10 of each document's best passage per term"
-        )
+    passages = name != NAME
+    title, flag, unit, truth = "", "", "vectors", "NumPy over every vector"
+    if passages:
+        title, flag, unit = " over passages", " --passages", "documents"
+        truth = ("NumPy over every passage, each term's similarity a document's best passage's; "
+                 "both paths scan the passages' HNSW index")  # fmt: skip
     parts = [
-        f"# The SQL function vs the Python search{over} (`bench/sql_parity.py`)",
+        f"# The SQL function vs the Python search{title} (`bench/sql_parity.py{flag}`)",
         "",
         machine_md(results["machine"]),
         "",
         "bench/scale.py's manifold data, k = 10, default options. *python*: "
         "`pglogic.store.search.search`; *sql+guide*: `pglogic.search` given the guide vector "
         "`search_json` computes; *sql*: the function computes the guide itself. recall@10 "
-        "against the exact top 10 (NumPy over every vector); *same* = queries with the same ids "
+        f"against the exact top 10 ({truth}); *same* = queries with the same ids "
         "in the same order as python; *overlap* = mean shared ids of the top 10 with python / 10.",
     ]
     for size, r in sorted(results["sizes"].items(), key=lambda kv: -int(kv[0])):
-        parts += ["", f"## {int(size):,} vectors", ""]
+        parts += ["", f"## {int(size):,} {unit}", ""]
         if r.get("note"):
             parts += [r["note"], ""]
         if r.get("load"):
