@@ -269,6 +269,9 @@ class Source:
     #: vector per row.
     passages: sql.Composable | None = None
     passage_doc: str = "doc_id"
+    #: How much deeper the passages' scans go than a documents' scan of a multi-term query
+    #: (:func:`passage_factor` of the passages per document).
+    passage_factor: float = 1.0
     passage_embedding: str | None = None
 
     @classmethod
@@ -286,6 +289,7 @@ class Source:
             corpus.table, "d", "id", corpus.column, corpus.dim,
             lexical=lexical, text_config=corpus.lexical_config,
             passages=corpus.passage_table if passages else None,
+            passage_factor=passage_factor(corpus.passages_per_document),
         )  # fmt: skip
 
     @property
@@ -313,6 +317,19 @@ class Source:
         if self.alias:
             return sql.SQL("{} {}").format(self.table, sql.Identifier(self.alias))
         return self.table
+
+
+def passage_factor(per_document: float | None) -> float:
+    """How many times deeper the passages' scans of a multi-term query go than a documents'
+    scan: the corpus's passages per document, in steps of a half, from 1 to 8 (1 when unknown).
+
+    Example:
+        >>> passage_factor(None), passage_factor(1.2), passage_factor(4.0), passage_factor(30)
+        (1.0, 1.0, 4.0, 8.0)
+    """
+    if per_document is None or not per_document > 0:
+        return 1.0
+    return min(8.0, max(1.0, math.ceil(per_document * 2 - 0.5) / 2))
 
 
 def _final(
@@ -431,7 +448,8 @@ def compile_query(
     key: tuple[Any, ...] | None = None
     if isinstance(target, Corpus) and extra_where is None and not opts.mode.startswith("nsfl"):
         key = (shape_of(tree), target.table_name, target.column, target.dim,
-               target.lexical_config, target.passage_tokens, opts,
+               target.lexical_config, target.passage_tokens,
+               passage_factor(target.passages_per_document), opts,
                server_has_iterative_scan, param_prefix, filter_selectivity,
                _layout(tree, opts))  # fmt: skip
         try:
@@ -798,6 +816,14 @@ def _depths(
         scan = gdepth  # the only scan
     else:
         scan = max(depth, gdepth) if guided else depth
+    factor = parts.src.passage_factor if parts.src.passages is not None else 1.0
+    if factor > 1 and opts.depth is None and not (union or parts.single or parts.rerank):
+        # A document holds several passages: its formula's best documents sit that many times
+        # deeper in the passages' scans (bench/results/passages_scale.md, 4 passages per
+        # document at 1M: AND 3 recall@10 0.825 at the documents' depth, 1.0 at four times it).
+        cap = MAX_DEPTH if iterative else MAX_EF_SEARCH
+        depth, gdepth = (min(cap, max(x, math.ceil(x * factor))) for x in (depth, gdepth))
+        scan = max(scan, min(cap, math.ceil(scan * factor)))
     if scan > MAX_EF_SEARCH and not iterative:
         raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
     return _Depths(depth, rdepth, gdepth, scan, guided, guide_only, union)

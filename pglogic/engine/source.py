@@ -48,6 +48,8 @@ class Corpus:
     passage_tokens: int | None = None
     #: Word pieces that neighbouring passages share.
     passage_overlap: int = 0
+    #: Passages per document, from the planner's statistics of both tables (None: unknown).
+    passages_per_document: float | None = None
 
     @property
     def table(self) -> sql.Identifier:

@@ -48,7 +48,11 @@ _SELECT = sql.SQL(
     "SELECT c.id, c.name, c.table_name, e.model, e.dim, e.distance, e.column_name, "
     "e.index_name, e.index_params,"
     " (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = c.id),"
-    " p.tokens, coalesce(p.overlap, 0)"
+    " p.tokens, coalesce(p.overlap, 0),"
+    " (SELECT pt.reltuples / dt.reltuples FROM pg_class pt, pg_class dt"
+    "  WHERE p.corpus_id IS NOT NULL AND dt.reltuples > 0 AND pt.reltuples > 0"
+    "  AND pt.oid = to_regclass('pglogic.' || quote_ident(c.table_name || '_passages'))"
+    "  AND dt.oid = to_regclass('pglogic.' || quote_ident(c.table_name)))"
     " FROM pglogic.corpora c LEFT JOIN pglogic.passage_layouts p ON p.corpus_id = c.id "
     "JOIN pglogic.embeddings e ON e.corpus_id = c.id AND e.is_active "
 )

@@ -441,24 +441,30 @@ def _vectors(
                 "embedding model was given"
             )
         spans = _split(corpus, tokenizer, to_embed, stats)
-        texts = [r.embed_text for r in to_embed]
-        # the passages of split documents are embedded apart; a one-passage document's
-        # passage is the document's own text and vector
-        extra = [r.embed_text[p.start : p.end] for r, ss in zip(to_embed, spans, strict=True)
-                 if len(ss) > 1 for p in ss]  # fmt: skip
-        out = embedder.embed(texts + extra)
-        if out.shape != (len(texts) + len(extra), corpus.dim) or not np.isfinite(out).all():
+        # A split document's first passage is what the model reads of its whole text when the
+        # passages fill the window (cosine >= 0.998 on long Reuters stories,
+        # bench/results/passages_scale.md): its vector is the document's, embedded once.
+        window = tokenizer.window if tokenizer is not None else None
+        reuse = window is not None and (corpus.passage_tokens or 0) >= window
+        whole = [r for r, ss in zip(to_embed, spans, strict=True) if len(ss) == 1 or not reuse]
+        pieces = [r.embed_text[p.start : p.end] for r, ss in zip(to_embed, spans, strict=True)
+                  if len(ss) > 1 for p in ss]  # fmt: skip
+        out = embedder.embed([r.embed_text for r in whole] + pieces)
+        if out.shape != (len(whole) + len(pieces), corpus.dim) or not np.isfinite(out).all():
             raise EmbeddingError(f"Model {embedder.name!r} returned unusable vectors")
-        vectors.update({r.external_id: v for r, v in zip(to_embed, out, strict=False)})
+        own = dict(zip([r.external_id for r in whole], out, strict=False))
+        at = len(whole)
+        for r, ss in zip(to_embed, spans, strict=True):
+            if len(ss) > 1:
+                pvecs = out[at : at + len(ss)]
+                at += len(ss)
+                vectors[r.external_id] = own.get(r.external_id, pvecs[0])
+            else:
+                pvecs = own[r.external_id][None, :]
+                vectors[r.external_id] = own[r.external_id]
+            if corpus.passage_tokens is not None:
+                passages.append((r.external_id, ss, pvecs))
         stats.embedded += len(to_embed)
-        if corpus.passage_tokens is not None:
-            at = len(texts)
-            for r, ss, v in zip(to_embed, spans, out, strict=False):
-                if len(ss) > 1:
-                    passages.append((r.external_id, ss, out[at : at + len(ss)]))
-                    at += len(ss)
-                else:
-                    passages.append((r.external_id, ss, v[None, :]))
     for r, _, _, need in todo:
         if need and r.vector is not None:
             problem = vector_problem(r.vector, corpus.dim)  # (ingest_path validated them all)
@@ -466,8 +472,8 @@ def _vectors(
                 raise InvalidInput(f"{r.source or repr(r.external_id)} {problem}")
             vectors[r.external_id] = np.asarray(r.vector, dtype=np.float32)
             if corpus.passage_tokens is not None:
-                whole = [Span(0, len(r.embed_text), 0)]
-                passages.append((r.external_id, whole, vectors[r.external_id][None, :]))
+                span = [Span(0, len(r.embed_text), 0)]
+                passages.append((r.external_id, span, vectors[r.external_id][None, :]))
     return vectors, passages
 
 
