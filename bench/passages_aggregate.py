@@ -1,0 +1,290 @@
+"""How a document's passages should make a term's similarity: exact scoring of every aggregate.
+
+On the long documents of each shared corpus (longer than all-MiniLM-L6-v2's 254-word-piece
+window, as ``pglogic eval --long-only`` keeps them; the corpora ``eval_<dataset>_long`` that
+``bench/passages_quality.py`` loads), every derived query (30 per template) is scored exactly in
+NumPy over all the documents with the default family (and its AND texts), with each term's
+similarity per document taken as:
+
+* ``documents`` — the document's own vector (the model's first window: one vector per document);
+* ``max`` — the best passage (pglogic's aggregate);
+* ``top2`` — the mean of the two best passages (the best one for a one-passage document);
+* ``mean`` — the mean over the passages;
+* ``max NOT / documents`` — the best passage for negated terms, the document's vector for positive ones;
+* ``max NOT / (documents + max) / 2`` — the best passage for negated terms, for positive ones the
+  mean of the document's vector and its best passage.
+
+Reported per corpus: nDCG@10 and NegRecall@10 (trap documents in the top 10, lower is better)
+on the queries with NOT, nDCG@10 on those without, paired Wilcoxon tests of each aggregate
+against ``documents``; and the label separation that explains them: per label of ≥ 10 long
+documents, the AUC of a label's term similarity between the documents that carry the label and
+those that do not, with ``documents`` and ``max``, and how much ``max`` raises the similarity of
+each group.
+
+    .venv/bin/python bench/passages_aggregate.py --dsn "$DSN"
+
+Writes ``bench/results/passages_aggregate.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
+
+from pglogic.config import DEFAULT_MODEL
+from pglogic.embed.passages import tokenizer_of
+from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
+from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.long_docs import long_only
+from pglogic.eval.metrics import evaluate_run, paired_test
+from pglogic.query import Node, positive_terms, terms
+from pglogic.store.corpus import get_corpus
+from pglogic.store.db import connect
+
+NAME = "passages_aggregate"
+DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
+K = 100
+
+#: aggregate -> (the similarity of a positive term, of a negated term), by kind of per-document
+#: value: ``documents`` (the document's own vector), ``max``, ``top2``, ``mean`` over its
+#: passages, ``half`` = (documents + max) / 2.
+AGGREGATES: dict[str, tuple[str, str]] = {
+    "documents": ("documents", "documents"),
+    "max": ("max", "max"),
+    "top2": ("top2", "top2"),
+    "mean": ("mean", "mean"),
+    "max NOT / documents": ("documents", "max"),
+    "max NOT / (documents + max) / 2": ("half", "max"),
+}
+
+
+def per_document(d: np.ndarray, ps: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Every kind of per-document value of one text: ``ps`` holds its similarity to every
+    passage, grouped by document (``starts``: each document's first passage)."""
+    counts = np.diff(np.append(starts, len(ps)))
+    mx = np.maximum.reduceat(ps, starts)
+    mean = np.add.reduceat(ps, starts) / counts
+    rest = ps.copy()
+    best = starts + np.array(
+        [int(np.argmax(ps[a : a + n])) for a, n in zip(starts, counts, strict=True)]
+    )
+    rest[best] = -np.inf
+    second = np.maximum.reduceat(rest, starts)
+    top2 = np.where(counts > 1, (mx + second) / 2, mx)
+    return {"documents": d, "max": mx, "top2": top2, "mean": mean, "half": (d + mx) / 2}
+
+
+def load_corpus(dsn: str, name: str) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """External ids, document vectors and each document's passage vectors."""
+    with connect(dsn) as conn:
+        c = get_corpus(conn, name)
+        assert c.passage_table is not None
+        rows = conn.execute(
+            sql.SQL("SELECT id, external_id, embedding FROM {} ORDER BY id").format(c.table)
+        ).fetchall()
+        prow = conn.execute(
+            sql.SQL("SELECT doc_id, embedding FROM {} ORDER BY doc_id, ord").format(c.passage_table)
+        ).fetchall()
+    pos = {int(r[0]): i for i, r in enumerate(rows)}
+    passages: list[list[np.ndarray]] = [[] for _ in rows]
+    for doc_id, v in prow:
+        passages[pos[int(doc_id)]].append(np.asarray(v.to_numpy(), dtype=np.float32))
+    docs = np.stack([np.asarray(r[2].to_numpy(), dtype=np.float32) for r in rows])
+    return [str(r[1]) for r in rows], docs, [np.stack(p) for p in passages]
+
+
+def negated_terms(tree: Node) -> set[str]:
+    """Terms under an odd number of NOTs (a term that is both counts as positive here)."""
+    return set(terms(tree)) - set(positive_terms(tree))
+
+
+def auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """P(a random positive scores above a random negative)."""
+    if not len(pos) or not len(neg):
+        return float("nan")
+    ranks = np.concatenate([pos, neg]).argsort().argsort() + 1
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
+    """Score every query with every aggregate; the label separation."""
+    ds = long_only(load_dataset(SHARED_DATA / name), tokenizer_of(get_embedder(DEFAULT_MODEL)))
+    ids, docs, passages = load_corpus(dsn, f"eval_{ds.name}")
+    derived = derive_queries(ds, per_template=per_template)
+    emb = get_query_embedder(DEFAULT_MODEL)
+    texts = sorted({t for q in derived.queries for t in scored_terms(q.tree, DEFAULT_AND_TEXT)})
+    vecs = dict(zip(texts, emb.embed(texts), strict=True))
+    pm = np.concatenate(passages)
+    starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
+    values = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
+    runs: dict[str, dict[str, list[str]]] = {a: {} for a in AGGREGATES}
+    for q in derived.queries:
+        neg = negated_terms(q.tree)
+        tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
+        qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
+        for a, (pos_kind, neg_kind) in AGGREGATES.items():
+            sims = {t: values[t][neg_kind if t in neg else pos_kind] for t in qtexts}
+            scores = evaluate_numpy(tree, sims, DEFAULT_FAMILY)
+            top = np.argsort(-scores, kind="stable")[:K]
+            runs[a][q.id] = [ids[i] for i in top]
+    relevant = {q.id: q.relevant for q in derived.queries}
+    negatives = {q.id: q.negatives for q in derived.queries}
+    per = {a: evaluate_run(r, relevant, negatives) for a, r in runs.items()}
+    with_not = [q.id for q in derived.queries if q.n_negations > 0]
+    without = [q.id for q in derived.queries if q.n_negations == 0]
+
+    def mean(a: str, metric: str, qids: list[str]) -> float:
+        vals = [per[a][q][metric] for q in qids if per[a][q][metric] == per[a][q][metric]]
+        return statistics.fmean(vals) if vals else float("nan")
+
+    table = {
+        a: {
+            "NOT ndcg@10": mean(a, "ndcg@10", with_not),
+            "NOT negrecall@10": mean(a, "negrecall@10", with_not),
+            "no-NOT ndcg@10": mean(a, "ndcg@10", without),
+        }
+        for a in AGGREGATES
+    }
+    tests = {}
+    for a in AGGREGATES:
+        if a == "documents":
+            continue
+        for label, qids, metric in (
+            ("NOT ndcg@10", with_not, "ndcg@10"),
+            ("NOT negrecall@10", with_not, "negrecall@10"),
+            ("no-NOT ndcg@10", without, "ndcg@10"),
+        ):
+            r = paired_test(
+                {q: per["documents"][q][metric] for q in qids}, {q: per[a][q][metric] for q in qids}
+            )
+            tests[f"{a} | {label}"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
+    separation = label_separation(ds, ids, docs, passages, emb)
+    return {
+        "dataset": name, "documents": len(ids), "queries": len(derived.queries),
+        "with_not": len(with_not), "without_not": len(without),
+        "passages_per_document": sum(len(p) for p in passages) / len(passages),
+        "table": table, "tests": tests, "separation": separation,
+    }  # fmt: skip
+
+
+def label_separation(
+    ds: Any, ids: list[str], docs: np.ndarray, passages: list[np.ndarray], emb: Any
+) -> dict[str, Any]:
+    """Per label (≥ 10 long documents): AUC of its term's similarity, documents vs max."""
+    labels = dict(zip(ds.doc_ids, ds.labels, strict=True))
+    counts: dict[str, int] = {}
+    for doc in ids:
+        for lab in labels[doc]:
+            counts[lab] = counts.get(lab, 0) + 1
+    rows = []
+    npass = np.array([len(p) for p in passages])
+    for lab, n in sorted(counts.items(), key=lambda x: -x[1]):
+        if n < 10:
+            continue
+        v = emb.embed([ds.term_text[lab]])[0]
+        sd = docs @ v
+        sm = np.array([float((p @ v).max()) for p in passages])
+        has = np.array([lab in labels[d] for d in ids])
+        rows.append({
+            "label": lab, "n": n, "auc_documents": auc(sd[has], sd[~has]),
+            "auc_max": auc(sm[has], sm[~has]),
+            "raise_with": float((sm - sd)[has].mean()), "raise_without": float((sm - sd)[~has].mean()),
+            "corr_raise_passages": float(np.corrcoef(sm - sd, npass)[0, 1]),
+        })  # fmt: skip
+    keys = ["auc_documents", "auc_max", "raise_with", "raise_without", "corr_raise_passages"]
+    return {
+        "labels": len(rows),
+        "mean": {k: float(np.nanmean([r[k] for r in rows])) for k in keys},
+        "rows": rows,
+    }
+
+
+def to_markdown(data: dict[str, Any]) -> str:
+    """The results file."""
+    out = [
+        "# How passages make a term's similarity (`bench/passages_aggregate.py`)",
+        "",
+        f"- {data['machine_line']}",
+        "- Exact NumPy scoring over every long document (longer than the 254-word-piece window) "
+        "of each corpus; default family with its AND texts; 30 derived queries per template; "
+        "p = two-sided Wilcoxon against `documents` (unadjusted).",
+        "",
+    ]
+    if data.get("conclusions"):
+        out += ["## Conclusions", "", data["conclusions"].rstrip(), ""]
+    for d in data["datasets"]:
+        out += [
+            f"## {d['dataset']}: {d['documents']:,} long documents, "
+            f"{d['passages_per_document']:.2f} passages each; {d['with_not']} queries with NOT, "
+            f"{d['without_not']} without",
+            "",
+        ]
+        rows = []
+        for a, v in d["table"].items():
+            cells = [a]
+            for metric in ("NOT ndcg@10", "NOT negrecall@10", "no-NOT ndcg@10"):
+                t = d["tests"].get(f"{a} | {metric}")
+                extra = "" if t is None else f" ({t['delta']:+.3f}, p {t['p']:.2g})"
+                cells.append(f"{v[metric]:.3f}{extra}")
+            rows.append(cells)
+        out.append(md_table(
+            ["aggregate", "NOT nDCG@10", "NOT NegRecall@10 ↓", "no-NOT nDCG@10"], rows
+        ))  # fmt: skip
+        s = d["separation"]["mean"]
+        out += [
+            "",
+            f"Label separation over {d['separation']['labels']} labels: mean AUC "
+            f"{s['auc_documents']:.3f} (documents) → {s['auc_max']:.3f} (max); max raises a "
+            f"label's similarity by {s['raise_with']:+.3f} on documents with the label and "
+            f"{s['raise_without']:+.3f} on those without; correlation of the raise with the "
+            f"number of passages {s['corr_raise_passages']:.2f}.",
+            "",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    """Run (or ``--render``) and write ``bench/results/passages_aggregate.{json,md}``.
+
+    Example:
+        >>> main()  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--dsn", required=False)
+    ap.add_argument("--only", action="append")
+    ap.add_argument("--per-template", type=int, default=30)
+    ap.add_argument("--render", action="store_true")
+    ap.add_argument("--conclusions", type=Path)
+    args = ap.parse_args()
+    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
+    data = json.loads(jp.read_text()) if jp.exists() else {"datasets": []}
+    if not args.render:
+        done = {d["dataset"]: d for d in data["datasets"]}
+        for name in args.only or DATASETS:
+            done[name] = run_dataset(args.dsn, name, args.per_template)
+            print(json.dumps(done[name]["table"], indent=1), flush=True)
+            data["datasets"] = [done[n] for n in DATASETS if n in done]
+            data["machine_line"] = machine_line()
+            jp.write_text(json.dumps(data, indent=1) + "\n")
+    if args.conclusions:
+        data["conclusions"] = args.conclusions.read_text()
+        jp.write_text(json.dumps(data, indent=1) + "\n")
+    mp.write_text(to_markdown(data))
+    print(mp.read_text())
+
+
+if __name__ == "__main__":
+    main()
