@@ -1245,6 +1245,8 @@ DECLARE
     lex_items text[] := '{}';
     tsq text;
     use_passages boolean;
+    factor double precision;
+    cap integer;
     pemb text;
     psims text;
     pjoin text;
@@ -1578,6 +1580,23 @@ BEGIN
     END IF;
     scan := CASE WHEN guide_only THEN gdepth WHEN guided THEN GREATEST(depth, gdepth)
                  ELSE depth END;
+    -- (pglogic.engine.compile.passage_factor) over passages, a multi-term query's scans go
+    -- deeper by the corpus's passages per document, from the planner's statistics of both
+    -- tables, in steps of a half from 1 to 8: a document takes several rows of a scan
+    IF use_passages AND user_depth IS NULL AND NOT union_plan AND NOT single THEN
+        SELECT LEAST(8.0, GREATEST(1.0,
+                   ceil((pt.reltuples / dt.reltuples)::double precision * 2 - 0.5) / 2))
+        INTO factor FROM pg_class pt, pg_class dt
+        WHERE dt.reltuples > 0 AND pt.reltuples > 0
+          AND pt.oid = to_regclass('pglogic.' || quote_ident(c.table_name || '_passages'))
+          AND dt.oid = to_regclass('pglogic.' || quote_ident(c.table_name));
+        IF coalesce(factor, 1.0) > 1 THEN
+            cap := CASE WHEN iterative THEN 100000 ELSE 1000 END;
+            depth := LEAST(cap, GREATEST(depth, ceil(depth * factor)::integer));
+            gdepth := LEAST(cap, GREATEST(gdepth, ceil(gdepth * factor)::integer));
+            scan := GREATEST(scan, LEAST(cap, ceil(scan * factor)::integer));
+        END IF;
+    END IF;
     IF scan > 1000 AND NOT iterative THEN
         RAISE EXCEPTION 'depth=% is above 1000 without iterative scans', depth
             USING ERRCODE = '22023';

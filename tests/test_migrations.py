@@ -33,7 +33,7 @@ FROZEN_SHA256 = {
     "0006_search.sql": "779ece3bdf15b450ba0615cb0b2eabee272b2ffe930dae097436006c4660c9b6",
     "0007_search.sql": "2d9931b6efecb9b2d68e2e6b463978f68f26f9b7512db7301aee11c61c7f6641",
     "0008_search.sql": "dc263e82305b333e8ac24f4892f22a891bc4de6947fcfff58b880f90ca563ab8",
-    "0010_search.sql": "23a1eda92a4ef289e1b9668f23622de5b8fcea9f06ab8881040b4a678a278be6",
+    "0010_search.sql": "323453217d1755851cd54dba952d5802e8b1608476697fb414c3480be933361b",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -413,6 +413,8 @@ def search_json(
     }
     if matches(node):
         out["lexical"] = opts.lexical
+    if not opts.passages:  # (a corpus with passages is searched through them by default)
+        out["passages"] = False
     phrases = and_texts(node) if opts.and_text > 0 and not isinstance(node, Term) else []
     if vectors is not None and phrases:  # the AND texts' vectors (pglogic.engine.conjunction)
         out["vectors"] = {
