@@ -187,25 +187,30 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert "Wrote" in res.stdout
     data = json.loads((out / "results.json").read_text())
     assert data["documents"] == 46
+    # a corpus with passages (the default): the two layouts are compared as well
     assert data["methods"] == [
-        "dense", "pglogic[product-max-strong]", "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
+        "dense", "dense@passages", "pglogic@documents", "pglogic[product-max-strong]",
+        "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
         "pglogic[product-max-strong|unsupervised]", "decomposed", "geometric",
     ]  # fmt: skip
-    # the modes and the calibrated map are tested against the default engine
+    # the modes, the calibrated map and the other layouts are tested against the default engine
     assert set(data["versus_headline"]) == {
-        "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max-strong|unsupervised]"
+        "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max-strong|unsupervised]",
+        "dense@passages", "pglogic@documents",
     }  # fmt: skip
     groups = data["queries_per_group"]
     assert groups["given"] == 10 and groups["itlr3"] > 0 and groups["nsfl"] > 0
     for method, metrics in data["summary"].items():
         for name, value in metrics.items():
             assert value is None or 0.0 <= value <= 1.0, (method, name, value)
-    # the given LIMIT queries are single terms: the engine is the dense baseline there
+    # the given LIMIT queries are single terms: the engine is the dense baseline there (its
+    # short documents are one passage each, whose vector is the document's)
     given = [q["id"] for q in data["queries"] if q["group"] == "given"]
     for qid in given:
         assert (
             data["per_query"]["pglogic[product-max-strong]"][qid] == data["per_query"]["dense"][qid]
         )
+        assert data["per_query"]["dense@passages"][qid] == data["per_query"]["dense"][qid]
     # NOT queries: the engine keeps the excluded documents out of the top 10, dense does not
     with_not = data["subsets"]["with NOT"]
     assert (

@@ -448,7 +448,8 @@ def test_int8_corpus_is_searched_with_int8_end_to_end(dsn: str, shared_data: Pat
     stats = api.ingest("int8", REUTERS, limit=300)
     assert stats.inserted == 300
     api.build_index("int8")
-    res = api.search("int8", '"cocoa" AND NOT "coffee"', k=5)
+    # the documents' own vectors (passages=False): one per document, compared below
+    res = api.search("int8", '"cocoa" AND NOT "coffee"', k=5, passages=False)
     assert len(res.hits) == 5
     assert "cocoa" in (res.hits[0].title or "").lower() or "cocoa" in res.hits[0].external_id
     # the similarities are those of the int8 model's query vectors against the stored vectors
