@@ -545,6 +545,7 @@ class PgLogic:
         lexical: str = "crisp",
         passages: bool = True,
         explain_passages: bool = False,
+        passage_score: str = "max",
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -564,7 +565,8 @@ class PgLogic:
         (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
         text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). On a corpus with
         passages, each term's truth is its best passage's (``passages=False``: the documents'
-        own vectors); ``explain_passages`` fills ``result.passages`` with the passage that
+        own vectors; ``passage_score="blend"``: a positive text's similarity is the mean of its best
+        passage's and the document's own vector's); ``explain_passages`` fills ``result.passages`` with the passage that
         decided each similarity of each hit. Safe to call from many threads at once.
 
         Example:
@@ -589,6 +591,7 @@ class PgLogic:
             and_text=and_text,
             lexical=lexical,
             passages=passages,
+            passage_score=passage_score,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)

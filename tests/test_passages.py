@@ -155,6 +155,31 @@ def test_not_sees_the_last_passage_and_explain_names_it(news: PgLogic) -> None:
 
 @pytest.mark.db
 @pytest.mark.model
+def test_blend_keeps_the_not_and_averages_positive_texts_with_the_document(news: PgLogic) -> None:
+    q = '"central bank interest rates" AND NOT "wheat exports"'
+    blend = news.search("news", q, k=5, passage_score="blend")
+    ids = [h.external_id for h in blend.hits]
+    assert ids.index("long-wheat") > ids.index("rates-1")
+    assert ids == [h.external_id for h in news.search("news", q, k=5, passage_score="blend",
+                                                      exact=True).hits]  # fmt: skip
+    best = {h.external_id: h for h in news.search("news", q, k=5).hits}
+    own = {h.external_id: h for h in news.search("news", q, k=5, passages=False).hits}
+    for h in blend.hits:  # the NOT's term: its best passage; the positive term: the mean
+        assert h.similarities["wheat exports"] == pytest.approx(
+            best[h.external_id].similarities["wheat exports"], abs=1e-5
+        )
+        if h.external_id in own:
+            pos = "central bank interest rates"
+            mean = (
+                best[h.external_id].similarities[pos] + own[h.external_id].similarities[pos]
+            ) / 2
+            assert h.similarities[pos] == pytest.approx(mean, abs=1e-5)
+    with pytest.raises(InvalidInput, match="Unknown passage score 'min'"):
+        news.search("news", q, passage_score="min")
+
+
+@pytest.mark.db
+@pytest.mark.model
 def test_approximate_equals_exact_and_single_terms_return_distinct_documents(
     news: PgLogic,
 ) -> None:

@@ -182,6 +182,14 @@ def search_options(f: Any) -> Any:
     "--no-passages scores the documents' own vectors (their first window).",
 )
 @click.option(
+    "--passage-score",
+    type=click.Choice(["max", "blend"]),
+    default="max",
+    show_default=True,
+    help="Over passages: each text's best passage (max), or for positive texts the mean of it "
+    "and the document's own vector (blend; docs/passages.md).",
+)
+@click.option(
     "--explain",
     is_flag=True,
     help="Show each term's similarity per hit (and, over passages, the passage that decided it).",
@@ -209,6 +217,7 @@ def search(
     and_text: int,
     lexical: str,
     passages: bool,
+    passage_score: str,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -247,6 +256,7 @@ def search(
         and_text=and_text,
         lexical=lexical,
         passages=passages,
+        passage_score=passage_score,
         explain_passages=explain or as_json,
     )
     if as_json:

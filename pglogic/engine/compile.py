@@ -77,6 +77,7 @@ from pglogic.engine.options import (
     LEXICAL,
     MAX_EF_SEARCH,
     MODES,
+    PASSAGE_SCORES,
     SearchOptions,
 )
 from pglogic.engine.plans import (
@@ -542,6 +543,11 @@ def _check_options(opts: SearchOptions) -> None:
         raise InvalidInput(
             f"Unknown lexical truth {opts.lexical!r}: valid values are {', '.join(LEXICAL)}"
         )
+    if opts.passage_score not in PASSAGE_SCORES:
+        raise InvalidInput(
+            f"Unknown passage score {opts.passage_score!r}: valid values are "
+            f"{', '.join(PASSAGE_SCORES)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -1000,12 +1006,26 @@ def _passage_similarity(src: Source, pre: str, vector: str, name: str) -> sql.Co
 
 
 def _passage_sims(parts: _Parts) -> sql.Composable:
-    """Every similarity as the best over the document's passages, then the lexical truths
-    (of the document's own words)."""
+    """Every similarity as the best over the document's passages (``blend``: a positive text's
+    is the mean of that and the document's own vector's), then the lexical truths (of the
+    document's own words)."""
     src, pre = parts.src, parts.pre
-    items = [_passage_similarity(src, pre, f"v{i}", f"s{i}") for i in parts.index.values()]
+    negated = set(terms(parts.tree)) - set(positive_terms(parts.tree))
+
+    def item(text: str | None, vector: str, name: str) -> sql.Composable:
+        best = _passage_similarity(src, pre, vector, name)
+        if parts.opts.passage_score != "blend" or text in negated:
+            return best
+        own = sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(_distance(src, pre, vector))
+        return sql.SQL("(max(coalesce(nullif(1 - ({}.{} <=> {}::vector({})), 'NaN'), 0)) + {}) / 2"
+                       " AS {}").format(
+            sql.Identifier("p"), sql.Identifier(src.passage_vector),
+            sql.Placeholder(pre + vector), sql.Literal(src.dim), own, sql.Identifier(name),
+        )  # fmt: skip
+
+    items = [item(t, f"v{i}", f"s{i}") for t, i in parts.index.items()]
     if parts.mode == "sqo":
-        items.append(_passage_similarity(src, pre, GUIDE, "sq"))
+        items.append(item(None, GUIDE, "sq"))
     items += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
     return sql.SQL(", ").join(items)
 

@@ -36,6 +36,14 @@ MODES: dict[str, str] = {
 """Scoring modes by name (``SearchOptions.mode``, ``--mode``); ``fuzzy`` is the default."""
 
 
+#: How a document's passages make a semantic text's similarity (``SearchOptions.passage_score``).
+PASSAGE_SCORES: dict[str, str] = {
+    "max": "the best passage's, for every text (a NOT means: no passage is about it)",
+    "blend": "a negated term: the best passage's; a positive text: the mean of the best passage's "
+    "and the document's own vector's (less pull from long documents' many passages; "
+    "bench/results/passages_aggregate.md)",
+}
+
 #: The truth values of a lexical term (``SearchOptions.lexical``).
 LEXICAL: dict[str, str] = {
     "crisp": "1 when the document's words match, else 0 (exact inclusion and exclusion)",
@@ -109,3 +117,4 @@ class SearchOptions:
     and_text: int = DEFAULT_AND_TEXT
     lexical: str = "crisp"
     passages: bool = True
+    passage_score: str = "max"
