@@ -25,20 +25,13 @@ from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.passages import embed_text_sql
 from pglogic.store.readers import Record
+from tests.long_texts import FILLER, WHEAT
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
 A = "all-MiniLM-L6-v2"
 B = "minilm-int8"
 
-FILLER = (
-    "The central bank left its benchmark interest rate unchanged on Tuesday, saying inflation "
-    "remained within its target range while the currency held steady against the dollar. "
-)
-WHEAT = (
-    "Separately, the agriculture ministry said wheat exports rose sharply as farmers sold "
-    "their wheat harvest abroad and grain elevators filled with wheat."
-)
 SHIPS = "Freight rates for container ships climbed as ports in Asia cleared their backlogs. "
 
 

@@ -21,17 +21,10 @@ from pglogic.store.db import connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
 from tests.conftest import TEMPLATE_DB, Server
+from tests.long_texts import FILLER, WHEAT
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
-FILLER = (
-    "The central bank left its benchmark interest rate unchanged on Tuesday, saying inflation "
-    "remained within its target range while the currency held steady against the dollar. "
-)
-WHEAT = (
-    "Separately, the agriculture ministry said wheat exports rose sharply as farmers sold "
-    "their wheat harvest abroad and grain elevators filled with wheat."
-)
 RECORDS = [
     Record("long-wheat", FILLER * 12 + WHEAT, "Central bank holds rates"),
     Record("rates-1", FILLER * 2, "Bank keeps rates"),

@@ -26,6 +26,7 @@ from pglogic.store.ingest import ingest_records
 from pglogic.store.passages import PassageLayout, passage_stats
 from pglogic.store.readers import Record
 from pglogic.store.search import search
+from tests.long_texts import FILLER, WHEAT
 
 # -- splitting (pure) -----------------------------------------------------------------------------
 
@@ -89,15 +90,6 @@ def test_the_statement_scans_passages_and_takes_each_documents_best() -> None:
 
 
 # -- real Postgres, real model ---------------------------------------------------------------------
-
-FILLER = (
-    "The central bank left its benchmark interest rate unchanged on Tuesday, saying inflation "
-    "remained within its target range while the currency held steady against the dollar. "
-)
-WHEAT = (
-    "Separately, the agriculture ministry said wheat exports rose sharply as farmers sold "
-    "their wheat harvest abroad and grain elevators filled with wheat."
-)
 
 
 def _records() -> list[Record]:

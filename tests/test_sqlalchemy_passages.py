@@ -29,6 +29,7 @@ from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, logical_search, url_from_dsn
 from pglogic.query import parse
 from tests.conftest import TEMPLATE_DB, Server, uses_hnsw
+from tests.long_texts import FILLER, WHEAT
 
 
 class Base(DeclarativeBase):
@@ -320,14 +321,6 @@ class StoryPassage(StoryBase):
     embedding: Mapped[Any] = mapped_column(Vector(384))
 
 
-FILLER = (
-    "The central bank left its benchmark interest rate unchanged on Tuesday, saying inflation "
-    "remained within its target range while the currency held steady against the dollar. "
-)
-WHEAT = (
-    "Separately, the agriculture ministry said wheat exports rose sharply as farmers sold "
-    "their wheat harvest abroad and grain elevators filled with wheat."
-)
 STORIES = {
     "long-wheat": FILLER * 12 + WHEAT,  # the wheat paragraph is past the model's 254 tokens
     "rates-1": FILLER * 2,
