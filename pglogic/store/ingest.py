@@ -271,9 +271,7 @@ def _fill_other_passages(
     table = corpus.passage_table
     if table is None or not passages:
         return
-    texts = {
-        external_id: [(i, s) for i, s in enumerate(spans)] for external_id, spans, _ in passages
-    }
+    ids = [external_id for external_id, _, _ in passages]
     for column, model, _dim in _other_embeddings(conn, corpus):
         emb = embedders.get(model)
         if emb is None:
@@ -284,7 +282,7 @@ def _fill_other_passages(
                 " FROM {p} p JOIN {d} d ON d.id = p.doc_id"
                 " WHERE d.external_id = ANY(%s) AND p.{col} IS NULL"
             ).format(p=table, d=corpus.table, col=sql.Identifier(column)),
-            (list(texts),),
+            (ids,),
         ).fetchall()
         if not rows:
             continue
@@ -294,7 +292,7 @@ def _fill_other_passages(
                 sql.SQL(
                     "SELECT external_id, {text} FROM {table} WHERE external_id = ANY(%s)"
                 ).format(text=embed_text_sql(None), table=corpus.table),
-                (list(texts),),
+                (ids,),
             )
         }
         out = emb.embed([bodies[str(r[1])][int(r[3]) : int(r[4])] for r in rows])
