@@ -335,13 +335,14 @@ class PgLogic:
         distributed: bool = False,
         shards: int | None = None,
         lexical: str | None = DEFAULT_TEXT_CONFIG,
-        passages: bool = True,
+        passages: bool | None = None,
         passage_tokens: int | None = None,
         passage_overlap: int | None = None,
     ) -> Corpus:
         """Create a corpus; the model must be installed and match ``dim`` when given.
 
-        ``passages`` (the default) splits every document longer than ``passage_tokens`` word
+        ``passages`` (the default, None: on, except for a ``distributed`` corpus, which cannot
+        have passages yet) splits every document longer than ``passage_tokens`` word
         pieces of the model's tokenizer (default: the model's whole window, 254 for
         all-MiniLM-L6-v2) into passages sharing ``passage_overlap`` (default 32) with their
         neighbours, one vector each, so no text is cut (:mod:`pglogic.store.passages`); False
@@ -368,6 +369,8 @@ class PgLogic:
         if dim is not None and dim != embedder.dim:
             raise EmbeddingError(f"Model {model!r} makes {embedder.dim}-d vectors, not {dim}-d")
         layout = None
+        if passages is None:
+            passages = not distributed
         if passages:
             layout = passage_layout(embedder, passage_tokens, passage_overlap)
         elif passage_tokens is not None or passage_overlap is not None:
