@@ -177,9 +177,11 @@ def loco(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for r in long
     }
     out = []
+    # the corpora measured with every layout (the others cannot take part)
+    corpora = [c for c in corpora if all((c, *lay) in score for lay in layouts)]
+    full = layouts
     for held in corpora:
         others = [c for c in corpora if c != held]
-        full = [lay for lay in layouts if all((c, *lay) in score for c in corpora)]
         if not others or len(full) < 2:
             continue
         pick = max(full, key=lambda lay: statistics.fmean(score[(c, *lay)] for c in others))
