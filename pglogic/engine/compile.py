@@ -994,15 +994,13 @@ def _candidates_statement(parts: _Parts, d: _Depths) -> CompiledQuery:
 # -- passages -------------------------------------------------------------------------------------
 
 
-def _passage_similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
-    """The select item ``name`` of a document: its best passage's similarity to ``vector``."""
+def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
+    """A document's best passage's similarity to ``vector`` (an aggregate over its passages)."""
     dist = sql.SQL("{}.{} <=> {}::vector({})").format(
         sql.Identifier("p"), sql.Identifier(src.passage_vector), sql.Placeholder(pre + vector),
         sql.Literal(src.dim),
     )  # fmt: skip
-    return sql.SQL("max(coalesce(nullif(1 - ({}), 'NaN'), 0)) AS {}").format(
-        dist, sql.Identifier(name)
-    )
+    return sql.SQL("max(coalesce(nullif(1 - ({}), 'NaN'), 0))").format(dist)
 
 
 def _passage_sims(parts: _Parts) -> sql.Composable:
@@ -1013,15 +1011,13 @@ def _passage_sims(parts: _Parts) -> sql.Composable:
     negated = set(terms(parts.tree)) - set(positive_terms(parts.tree))
 
     def item(text: str | None, vector: str, name: str) -> sql.Composable:
-        best = _passage_similarity(src, pre, vector, name)
-        if parts.opts.passage_score != "blend" or text in negated:
-            return best
-        own = sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(_distance(src, pre, vector))
-        return sql.SQL("(max(coalesce(nullif(1 - ({}.{} <=> {}::vector({})), 'NaN'), 0)) + {}) / 2"
-                       " AS {}").format(
-            sql.Identifier("p"), sql.Identifier(src.passage_vector),
-            sql.Placeholder(pre + vector), sql.Literal(src.dim), own, sql.Identifier(name),
-        )  # fmt: skip
+        value = _best_passage(src, pre, vector)
+        if parts.opts.passage_score == "blend" and text not in negated:
+            own = sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(
+                _distance(src, pre, vector)
+            )
+            value = sql.SQL("({} + {}) / 2").format(value, own)
+        return sql.SQL("{} AS {}").format(value, sql.Identifier(name))
 
     items = [item(t, f"v{i}", f"s{i}") for t, i in parts.index.items()]
     if parts.mode == "sqo":
