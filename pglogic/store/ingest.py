@@ -278,24 +278,15 @@ def _fill_other_passages(
             continue
         rows = conn.execute(
             sql.SQL(
-                "SELECT p.id, d.external_id, p.ord, p.char_start, p.char_end"
+                "SELECT p.id, substr({text}, p.char_start + 1, p.char_end - p.char_start)"
                 " FROM {p} p JOIN {d} d ON d.id = p.doc_id"
                 " WHERE d.external_id = ANY(%s) AND p.{col} IS NULL"
-            ).format(p=table, d=corpus.table, col=sql.Identifier(column)),
+            ).format(text=embed_text_sql("d"), p=table, d=corpus.table, col=sql.Identifier(column)),
             (ids,),
         ).fetchall()
         if not rows:
             continue
-        bodies = {
-            str(r[0]): str(r[1])
-            for r in conn.execute(
-                sql.SQL(
-                    "SELECT external_id, {text} FROM {table} WHERE external_id = ANY(%s)"
-                ).format(text=embed_text_sql(None), table=corpus.table),
-                (ids,),
-            )
-        }
-        out = emb.embed([bodies[str(r[1])][int(r[3]) : int(r[4])] for r in rows])
+        out = emb.embed([str(r[1]) for r in rows])
         if not np.isfinite(out).all():
             raise EmbeddingError(f"Model {emb.name!r} returned unusable vectors")
         set_passage_vectors(
