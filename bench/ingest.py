@@ -462,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         idle_p = wait_idle(args.idle_wait)
         rows = bench_providers(load_docs(), args.embed_docs, args.embed_sentences, list(MODELS))
         data = {"machine": info, "idle": idle_p, "rows": rows}
-        write_results("embed_providers", data, providers_markdown(rows, info))
+        name = "embed_providers_quick" if args.quick else "embed_providers"
+        write_results(name, data, providers_markdown(rows, info))
         return 0
     db_dsn = fresh_database(dsn, DB_NAME)
     results: dict[str, Any] = {
@@ -575,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         results["hnsw"] = hnsw
 
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    jp, mp = write_results("ingest", results, render(results))
+    # a smoke run never replaces the committed results
+    jp, mp = write_results("ingest_quick" if args.quick else "ingest", results, render(results))
     if not args.keep:
         drop_database(dsn, DB_NAME)
     print(f"wrote {jp} and {mp}")

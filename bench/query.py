@@ -458,6 +458,14 @@ def compile_shape(
     )
 
 
+def scan_depth(compiled: CompiledQuery) -> int:
+    """The rows each scan of the statement reads: the terms' depth; in a guide-only plan
+    (:func:`pglogic.engine.plans.guide_only_plan`) the guide's scan's; for one term, k (a plain
+    k-NN scan)."""
+    p = compiled.params
+    return int(next(p[name] for name in ("depth", "gdepth", "k") if name in p))
+
+
 def bench_shape(
     conn: Connection,
     corpus: Corpus,
@@ -475,7 +483,7 @@ def bench_shape(
     the later ones (measured: ~20%). Also returns the top-k ids of each query per variant."""
     compiled = compile_shape(conn, corpus, shape, depth)
     tree = parse(SHAPES[shape])
-    depth = int(compiled.params["depth"])
+    depth = scan_depth(compiled)
     ef = int(compiled.settings["hnsw.ef_search"])
     runs = {name: prep(conn, corpus, tree, compiled) for name, prep in variants.items()}
     lat: dict[str, list[float]] = {v: [] for v in runs}
@@ -684,7 +692,8 @@ def main(argv: list[str] | None = None) -> int:
             results["diagnostics"] = diagnostics(conn, corpus, data, args, measured, truth)
 
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    jp, mp = write_results("query", results, render(results))
+    # a smoke run never replaces the committed results
+    jp, mp = write_results("query_quick" if args.quick else "query", results, render(results))
     if not args.keep:
         drop_database(dsn, DB_NAME)
     print(f"wrote {jp} and {mp}")
@@ -725,7 +734,7 @@ def diagnostics(
     diag["idle_before_sweep"] = wait_idle(args.idle_wait)
     sweep = []
     for shape in SWEEP_SHAPES:
-        default = int(compile_shape(conn, corpus, shape).params["depth"])
+        default = scan_depth(compile_shape(conn, corpus, shape))
         for f in SWEEP_FACTORS:
             depth = max(K, round(default * f))
             r = bench_shape(

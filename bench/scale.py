@@ -918,6 +918,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.queries, args.seconds = "10000", 4, 2.0
+        if args.results == "scale":  # a smoke run never replaces the committed results
+            args.results = "scale_quick"
     from pathlib import Path
 
     base = server_dsn(Path(args.home), args.dsn)
