@@ -1,0 +1,343 @@
+"""Pseudo-relevance feedback on the query's terms: does it make NOT exclude more traps?
+
+Issue 21 asks NOT to exclude 80% of the traps dense retrieval ranks in the top 10; arXiv stays
+at 66% (``bench/results/frontier.md``): a stronger NOT there costs the NOT queries more nDCG@10
+than the traps it removes. The direction measured here changes the *vector* of a term instead
+of the operator: Rocchio's pseudo-relevance feedback, unsupervised and computable inside the
+statement (one more k-NN scan of m rows and pgvector's ``avg(vector)``):
+
+    v' = normalise(v + β · ĉ),   ĉ = the normalised mean of the m documents nearest to v
+
+For a negated term, v' would point at the cluster of documents that are about the term
+(an arXiv category's papers) rather than at the words of its name. Candidates, every document
+scored exactly in NumPy over the default engine (product AND, max OR, NOT (1 − x)^1.25, each
+AND's own text at weight 4, 1 beside a NOT, ``bench/results/frontier.md``):
+
+* ``neg m=…, β=…``: feedback on the negated terms only;
+* ``pos m=…, β=…``: feedback on the positive terms only (classic query expansion);
+* ``pos (no NOT) m=…, β=…``: on the positive terms of queries without NOT only.
+
+Also the separation itself: the ROC AUC, over every document, of each negated term's
+similarity against its label (1: every labelled document above every other), raw and with
+feedback (β = ∞: the centroid alone). The selection is leave one corpus out, with
+``bench/frontier.py``'s objective and rule (NOT queries may lose at most 0.01 nDCG@10).
+
+    .venv/bin/python bench/feedback.py      # ~15 min the first time (embeds the corpora)
+    .venv/bin/python bench/feedback.py --render --conclusions notes.md
+
+Document vectors are the model's first window of each record's text (what a corpus without
+passages holds), embedded here and cached under ``/tmp/pglogic-feedback``; no database.
+Writes ``bench/results/feedback.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table, write_results
+from frontier import PER_TEMPLATE, REAL, and_texts, metrics, objective, summary
+from frontier import Corpus as Sims
+
+from pglogic.config import DEFAULT_MODEL
+from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+from pglogic.store.readers import read_records
+
+CACHE = Path("/tmp/pglogic-feedback")
+AND_WEIGHT, NOT_POWER = 4, 1.25  # the default's (bench/results/frontier.md)
+INF = math.inf
+
+
+@dataclass
+class Corpus:
+    """One corpus: its documents' vectors, the queries' texts' vectors and similarities."""
+
+    sims: Sims
+    docs: np.ndarray  # documents × dim, unit rows
+    vectors: np.ndarray  # texts × dim, unit rows
+    label_of: dict[str, str]  # term text -> label
+    label_docs: dict[str, frozenset[str]]
+
+    def feedback(self, text: str, m: int, beta: float, memo: dict[Any, np.ndarray]) -> np.ndarray:
+        """The similarity of every document to ``text``'s vector moved towards the mean of its
+        ``m`` nearest documents (``beta`` = ∞: that mean alone)."""
+        key = (text, m, beta)
+        if key not in memo:
+            s = self.sims.s(text)
+            centre = self.docs[np.argpartition(-s, m)[:m]].mean(0)
+            centre /= np.linalg.norm(centre)
+            v = centre if beta == INF else self.vectors[self.sims.col[text]] + beta * centre
+            memo[key] = self.docs @ (v / np.linalg.norm(v))
+        return memo[key]
+
+
+def load(name: str) -> Corpus:
+    """``name``'s derived queries and vectors (cached under :data:`CACHE`)."""
+    path = CACHE / f"{name}_{PER_TEMPLATE}.pkl"
+    if path.exists():
+        out: Corpus = pickle.loads(path.read_bytes())
+        return out
+    ds = load_dataset(SHARED_DATA / name)
+    derived = derive_queries(ds, per_template=PER_TEMPLATE, include_given=False)
+    records = list(read_records(ds.corpus_file))
+    embedder = get_embedder(DEFAULT_MODEL)
+    docs = np.concatenate(
+        [np.asarray(embedder.embed([r.embed_text for r in records[i : i + 256]]), np.float32)
+         for i in range(0, len(records), 256)]
+    )  # fmt: skip
+    texts: set[str] = set()
+    queries = []
+    for q in derived.queries:
+        texts |= set(terms(q.tree)) | {q.text} | and_texts(q.tree)
+        queries.append(
+            {"id": q.id, "template": q.template, "tree": q.tree, "text": q.text,
+             "relevant": q.relevant, "negatives": q.negatives, "n_neg": q.n_negations}
+        )  # fmt: skip
+    ordered = sorted(texts)
+    vectors = np.asarray(get_query_embedder(DEFAULT_MODEL).embed(ordered), dtype=np.float32)
+    sims = Sims(name, np.array([r.external_id for r in records]), docs @ vectors.T,
+                {t: i for i, t in enumerate(ordered)}, queries)  # fmt: skip
+    label_of = {text: label for label, text in ds.term_text.items()}
+    out = Corpus(sims, docs, vectors, label_of, ds.label_docs())
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(out))
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Feedback (m, β) on the negated terms, on the positive ones, or neither."""
+
+    neg: tuple[int, float] | None = None
+    pos: tuple[int, float] | None = None
+    pos_without_not: bool = False  # positive feedback only in queries without NOT
+
+    @property
+    def name(self) -> str:
+        parts = []
+        if self.neg:
+            parts.append(f"neg m={self.neg[0]}, β={self.neg[1]:g}")
+        if self.pos:
+            where = "pos (no NOT)" if self.pos_without_not else "pos"
+            parts.append(f"{where} m={self.pos[0]}, β={self.pos[1]:g}")
+        return " + ".join(parts) or "default (no feedback)"
+
+
+def score(
+    c: Corpus,
+    node: Node,
+    cand: Candidate,
+    memo: dict[Any, np.ndarray],
+    *,
+    negated: bool = False,
+    has_not: bool = False,
+) -> np.ndarray:
+    """The default engine's score of every document, with the candidate's feedback vectors."""
+    if isinstance(node, Term):
+        fb = cand.neg if negated else cand.pos
+        if fb and not negated and cand.pos_without_not and has_not:
+            fb = None
+        s = c.feedback(node.text, *fb, memo) if fb else c.sims.s(node.text)
+        return np.asarray(np.clip(s, 0.0, 1.0))
+    if isinstance(node, Not):
+        inner = score(c, node.child, cand, memo, negated=not negated, has_not=has_not)
+        return (1.0 - inner) ** NOT_POWER
+    if not isinstance(node, And | Or):
+        raise TypeError(f"no lexical terms in the derived queries: {node!r}")
+    kids = [score(c, k, cand, memo, negated=negated, has_not=has_not) for k in node.children]
+    if isinstance(node, Or):
+        return np.asarray(np.maximum.reduce(kids))
+    out = np.prod(kids, axis=0)
+    pos = [k for k in node.children if not isinstance(k, Not)]
+    if len(pos) >= 2:
+        weight = AND_WEIGHT if len(pos) == len(node.children) else 1
+        out = out * np.clip(c.sims.s(to_text(And(tuple(pos)))), 0.0, 1.0) ** weight
+    return np.asarray(out)
+
+
+def evaluate(c: Corpus, cand: Candidate) -> dict[str, float]:
+    """nDCG@10 (all, NOT, no-NOT) and NegRecall@10 of the candidate on ``c``."""
+    memo: dict[Any, np.ndarray] = {}
+    res = {
+        q["id"]: metrics(c.sims, q, score(c, q["tree"], cand, memo, has_not=bool(q["n_neg"])))
+        for q in c.sims.queries
+    }
+    return summary(c.sims, res)
+
+
+def negated_terms(node: Node, neg: bool = False) -> set[str]:
+    """The texts of the terms under an odd number of NOTs."""
+    if isinstance(node, Term):
+        return {node.text} if neg else set()
+    if isinstance(node, Not):
+        return negated_terms(node.child, not neg)
+    if isinstance(node, And | Or):
+        return set().union(*(negated_terms(k, neg) for k in node.children))
+    return set()
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """ROC AUC of ``scores`` for the boolean labels ``positive`` (ties: mean rank)."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(scores)
+    n1 = int(positive.sum())
+    n0 = len(positive) - n1
+    return float((ranks[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+AUC_SETTINGS = {"raw": None, "m=10, β=0.5": (10, 0.5), "m=10, β=1": (10, 1.0),
+                "m=20, β=2": (20, 2.0), "centroid of 10": (10, INF),
+                "centroid of 50": (50, INF)}  # fmt: skip
+
+
+def separation(c: Corpus) -> dict[str, float]:
+    """Mean AUC of the negated terms' similarities for their labels, raw and with feedback."""
+    where = {d: i for i, d in enumerate(c.sims.ids)}
+    texts = sorted(set().union(*(negated_terms(q["tree"]) for q in c.sims.queries)))
+    memo: dict[Any, np.ndarray] = {}
+    out: dict[str, list[float]] = {k: [] for k in AUC_SETTINGS}
+    for t in texts:
+        if t not in c.label_of:
+            continue
+        positive = np.zeros(len(c.sims.ids), bool)
+        positive[[where[d] for d in c.label_docs[c.label_of[t]] if d in where]] = True
+        for name, fb in AUC_SETTINGS.items():
+            s = c.feedback(t, *fb, memo) if fb else c.sims.s(t)
+            out[name].append(auc(s, positive))
+    return {k: float(np.mean(v)) for k, v in out.items()} | {"terms": float(len(out["raw"]))}
+
+
+def candidates() -> list[Candidate]:
+    """The grid: feedback on negated terms, on positive terms, on positive terms without NOT."""
+    out = [Candidate()]
+    for m in (5, 10, 20, 50):
+        for beta in (0.5, 1.0, 2.0, 4.0):
+            out.append(Candidate(neg=(m, beta)))
+    for m in (10, 20):
+        for beta in (0.5, 1.0):
+            out += [Candidate(pos=(m, beta)), Candidate(pos=(m, beta), pos_without_not=True),
+                    Candidate(neg=(m, beta), pos=(m, beta))]  # fmt: skip
+    return out
+
+
+def main() -> None:
+    """Run the grid on the three real corpora; write ``bench/results/feedback.{json,md}``.
+
+    Example:
+        >>> main()  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--render", action="store_true", help="only the Markdown, from the JSON")
+    ap.add_argument("--conclusions", type=Path, help="a Markdown file of conclusions to add")
+    args = ap.parse_args()
+    data = json.loads((RESULTS_DIR / "feedback.json").read_text()) if args.render else run()
+    if args.conclusions:
+        data["conclusions"] = args.conclusions.read_text()
+    write_results("feedback", data, markdown(data))
+    print(markdown(data))
+
+
+def run() -> dict[str, Any]:
+    """The measurements (see the module docstring)."""
+    corpora = {n: load(n) for n in REAL}
+    dense = {
+        n: summary(c.sims, {q["id"]: metrics(c.sims, q, c.sims.s(q["text"]))
+                            for q in c.sims.queries})
+        for n, c in corpora.items()
+    }  # fmt: skip
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for cand in candidates():
+        table[cand.name] = {n: evaluate(c, cand) for n, c in corpora.items()}
+        print(cand.name, {n: round(v["ndcg"], 3) for n, v in table[cand.name].items()}, flush=True)
+    base = Candidate().name
+    loco = {}
+    for held in REAL:
+        tune = [n for n in REAL if n != held]
+        best = max(
+            table,
+            key=lambda m: objective(
+                {n: table[m][n] for n in tune}, {n: dense[n] for n in tune},
+                {n: table[base][n] for n in tune},
+            ),
+        )  # fmt: skip
+        loco[held] = {"chosen": best, "held_out": table[best][held]}
+    data = {"machine": machine_line(), "per_template": PER_TEMPLATE, "dense": dense,
+            "candidates": table, "loco": loco,
+            "auc": {n: separation(c) for n, c in corpora.items()}}  # fmt: skip
+    return data
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The results as Markdown."""
+    dense, table = data["dense"], data["candidates"]
+    base = Candidate().name
+    lines = [
+        "# Pseudo-relevance feedback on the terms (`bench/feedback.py`)",
+        "",
+        f"Machine: {data['machine']}. Every document scored exactly (NumPy), "
+        f"{data['per_template']} derived queries per template, all-MiniLM-L6-v2, the default "
+        "engine; feedback moves a term's vector towards the mean of its m nearest documents, "
+        "v' = normalise(v + β·ĉ). Cells: nDCG@10 over all queries / on NOT queries / on the "
+        "others, and NegRecall@10 on NOT queries relative to dense retrieval's (goal ≤ 0.20).",
+        "",
+        "## Separation: does feedback make a negated term's similarity tell its label apart?",
+        "",
+        "Mean ROC AUC over the negated terms, of the similarity over every document against "
+        "the term's label.",
+        "",
+    ]
+    aucs = data["auc"]
+    lines.append(
+        md_table(
+            ["corpus", "terms", *AUC_SETTINGS],
+            [[n, f"{aucs[n]['terms']:.0f}", *(f"{aucs[n][k]:.3f}" for k in AUC_SETTINGS)]
+             for n in REAL],
+        )
+    )  # fmt: skip
+    lines += ["", "## Rankings", ""]
+    rows = [["dense", *(f"{dense[n]['ndcg']:.3f} / {dense[n]['not_ndcg']:.3f} / "
+                        f"{dense[n]['plain_ndcg']:.3f}, 1.00" for n in REAL)]]  # fmt: skip
+    for name, per in table.items():
+        rows.append(
+            [name, *(f"{per[n]['ndcg']:.3f} / {per[n]['not_ndcg']:.3f} / "
+                     f"{per[n]['plain_ndcg']:.3f}, {per[n]['negrecall'] / dense[n]['negrecall']:.2f}"
+                     for n in REAL)]
+        )  # fmt: skip
+    lines.append(md_table(["candidate", *REAL], rows))
+    lines += ["", "## Leave one corpus out (objective and rule of `bench/frontier.py`)", ""]
+    rows = []
+    for held, v in data["loco"].items():
+        h, b = v["held_out"], table[base][held]
+        rows.append(
+            [held, f"`{v['chosen']}`", f"{h['ndcg']:.3f} ({h['ndcg'] - b['ndcg']:+.3f})",
+             f"{h['not_ndcg']:.3f} ({h['not_ndcg'] - b['not_ndcg']:+.3f})",
+             f"{h['negrecall'] / dense[held]['negrecall']:.2f} "
+             f"(default {b['negrecall'] / dense[held]['negrecall']:.2f})"]
+        )  # fmt: skip
+    lines.append(
+        md_table(
+            ["held-out corpus", "chosen on the other two", "nDCG@10 (Δ default)", "NOT nDCG@10",
+             "NegRecall@10 / dense"],
+            rows,
+        )
+    )  # fmt: skip
+    if data.get("conclusions"):
+        lines += ["", "## Conclusions", "", data["conclusions"].rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
