@@ -292,6 +292,56 @@ def test_repair_finishes_an_interrupted_swap_and_builds_the_metadata_index(
     clean_state(db)
 
 
+def test_repair_mends_what_an_interrupted_passage_index_build_left(
+    dsn: str, db: Connection, minilm: Any
+) -> None:
+    from pglogic.store.corpus import corpus_info, repair_indexes
+    from pglogic.store.passages import passage_layout
+
+    create_corpus(db, "c", model=A, dim=384, passages=passage_layout(minilm, 32, 8))
+    ingest_records(db, get_corpus(db, "c"), records(40), embedder=minilm, batch_size=32)
+    build_index(db, "c", m=16, ef_construction=64)
+    p = "corpus_1_passages_embedding_hnsw"
+
+    def passage_indexes() -> dict[str, tuple[bool, list[str] | None]]:
+        rows = db.execute(
+            "SELECT c.relname, i.indisvalid, c.reloptions FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'pglogic.corpus_1_passages'::regclass AND c.relname LIKE %s",
+            ("%hnsw%",),
+        ).fetchall()
+        db.rollback()
+        return {str(r[0]): (bool(r[1]), r[2]) for r in rows}
+
+    assert passage_indexes() == {p: (True, ["m=16", "ef_construction=64"])}
+    # what an interrupted build of the passages' index leaves: an invalid index, which
+    # 'corpus show' names and the repair drops
+    db.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'pglogic.{p}'::regclass")
+    db.commit()
+    assert corpus_info(db, "c").invalid_indexes == (p,)
+    db.rollback()
+    code, out = run(dsn, "index", "c", "--repair")
+    assert code == 0, out
+    assert out == f"Dropped invalid index {p} of the passages (left by an interrupted build)"
+    assert passage_indexes() == {}
+    clean_state(db)
+    # a rebuild whose client died after the build and before the swap: a valid <name>_new
+    db.execute(
+        f"CREATE INDEX {p} ON pglogic.corpus_1_passages USING hnsw (embedding vector_cosine_ops)"
+    )
+    db.execute(
+        f"CREATE INDEX {p}_new ON pglogic.corpus_1_passages USING hnsw"
+        " (embedding vector_cosine_ops) WITH (m = 8)"
+    )
+    db.commit()
+    assert repair_indexes(db, "c") == [
+        f"Swapped in {p}_new as {p} (built by an interrupted passage index build)"
+    ]
+    assert passage_indexes() == {p: (True, ["m=8"])}
+    assert repair_indexes(db, "c") == []
+    clean_state(db)
+
+
 def test_kill_9_of_the_client_during_a_rebuild_leaves_a_state_the_next_command_repairs(
     dsn: str, db: Connection, minilm: Any, writer: Callable[[], Connection]
 ) -> None:

@@ -46,6 +46,7 @@ from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import InvalidInput, PglogicError
 from pglogic.store.citus import distribution, with_propagation
 from pglogic.store.db import Connection
+from pglogic.store.passages import passage_table_name
 
 #: Key space of the session advisory lock that serializes index commands on one corpus
 #: (``pg_advisory_lock(LOCK_SPACE, corpus id)``): the bytes of "pgli".
@@ -260,12 +261,13 @@ class _Index:
     options: list[str] | None
 
 
-def _indexes(conn: Connection, corpus: Corpus) -> dict[str, _Index]:
+def _indexes(conn: Connection, corpus: Corpus, table: str | None = None) -> dict[str, _Index]:
+    """The indexes of the corpus's table (or of its table named ``table``: the passages')."""
     rows = conn.execute(
         "SELECT c.relname, i.indisvalid, EXISTS (SELECT 1 FROM pg_stat_progress_create_index p"
         " WHERE p.index_relid = i.indexrelid), c.reloptions FROM pg_index i"
         " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass(%s)",
-        (f"{SCHEMA}.{corpus.table_name}",),
+        (f"{SCHEMA}.{table or corpus.table_name}",),
     ).fetchall()
     return {str(r[0]): _Index(str(r[0]), bool(r[1]), bool(r[2]), r[3]) for r in rows}
 
@@ -318,8 +320,9 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
 
     Drops invalid indexes (not one another session is building), swaps in a finished
     ``<name>_new``, drops a leftover ``<name>_old``, and makes the registry name the HNSW index of
-    each embedding column that exists and is valid, with its parameters. Run it inside
-    :class:`Maintenance`. Each action is reported through ``note`` and returned.
+    each embedding column that exists and is valid, with its parameters. The same for the
+    passage table's indexes (:func:`_repair_passages`). Run it inside :class:`Maintenance`. Each
+    action is reported through ``note`` and returned.
 
     Example:
         >>> with Maintenance(conn, corpus):  # doctest: +SKIP
@@ -332,14 +335,7 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
         done.append(text)
         (note or _ignore)(text)
 
-    for ix in _indexes(conn, corpus).values():
-        if ix.valid:
-            continue
-        if ix.building:
-            (note or _ignore)(f"Index {ix.name} is being built by another session: left alone")
-            continue
-        _drop(conn, ix.name)
-        say(f"Dropped invalid index {ix.name} (left by an interrupted build)")
+    _drop_invalid(conn, _indexes(conn, corpus), say, note)
     for emb_id, column, index_name, index_params in _embeddings(conn, corpus):
         name = hnsw_name(corpus, column)
         indexes = _indexes(conn, corpus)
@@ -360,7 +356,51 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
                 "UPDATE pglogic.embeddings SET index_name = %s, index_params = %s WHERE id = %s",
                 (want[0], None if want[1] is None else Jsonb(want[1]), emb_id),
             )
+    if corpus.passage_table is not None:
+        _repair_passages(conn, corpus, say, note)
     return done
+
+
+def _drop_invalid(
+    conn: Connection,
+    found: dict[str, _Index],
+    say: Callable[[str], None],
+    note: Note | None,
+    what: str = "",
+) -> None:
+    """Drop the invalid indexes of ``found`` that no other session is building."""
+    for ix in found.values():
+        if ix.valid:
+            continue
+        if ix.building:
+            (note or _ignore)(f"Index {ix.name} is being built by another session: left alone")
+            continue
+        _drop(conn, ix.name)
+        say(f"Dropped invalid index {ix.name}{what} (left by an interrupted build)")
+
+
+def _repair_passages(
+    conn: Connection, corpus: Corpus, say: Callable[[str], None], note: Note | None
+) -> None:
+    """What an interrupted build of a passage index left
+    (:func:`pglogic.store.passages.build_passage_index`): invalid indexes are dropped, and a
+    finished ``<name>_new`` (the client died before the swap) takes the place of ``<name>``."""
+    table = passage_table_name(corpus)
+    _drop_invalid(conn, _indexes(conn, corpus, table), say, note, " of the passages")
+    found = _indexes(conn, corpus, table)
+    for ix in found.values():
+        if not (ix.valid and ix.name.endswith("_new")):
+            continue
+        name = ix.name.removesuffix("_new")
+        with conn.transaction():
+            if name in found:
+                conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(SCHEMA, name)))
+            conn.execute(
+                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                    sql.Identifier(SCHEMA, ix.name), sql.Identifier(name)
+                )
+            )
+        say(f"Swapped in {ix.name} as {name} (built by an interrupted passage index build)")
 
 
 def swap(conn: Connection, corpus: Corpus, emb_id: int, name: str, params: dict[str, Any]) -> None:
@@ -600,13 +640,17 @@ def clean_metadata_pending(conn: Connection, corpus: Corpus) -> None:
 
 
 def invalid_indexes(conn: Connection, corpus: Corpus) -> list[str]:
-    """Names of the invalid indexes on ``corpus``'s table (interrupted or running builds).
+    """Names of the invalid indexes on ``corpus``'s table and its passage table (interrupted or
+    running builds).
 
     Example:
         >>> invalid_indexes(conn, corpus)  # doctest: +SKIP
         []
     """
-    return sorted(ix.name for ix in _indexes(conn, corpus).values() if not ix.valid)
+    found = list(_indexes(conn, corpus).values())
+    if corpus.passage_table is not None:
+        found += _indexes(conn, corpus, passage_table_name(corpus)).values()
+    return sorted(ix.name for ix in found if not ix.valid)
 
 
 def poll_progress(
