@@ -205,6 +205,49 @@ def test_joins_and_options_still_work(engine_url: str, minilm: Any) -> None:
     engine.dispose()
 
 
+def test_a_short_approximate_result_is_completed_by_an_exact_pass(
+    engine_url: str, minilm: Any, dsn: str
+) -> None:
+    """depth=1: the OR's two scans find at most 2 candidates for k=6; execute scores every row
+    then, and returns the exact top 6 (sync and async). A statement that drops ranked rows
+    itself (a condition on a joined table) or asks for fewer (OFFSET) is not run again."""
+    from sqlalchemy import event
+
+    q = '"coffee" OR "tea"'
+    stmt = logical_search(Article, Article.embedding, q, k=6, embedder=minilm, depth=1)
+    engine = create_engine(engine_url)
+    searches: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "pglogic_ranked" in statement:
+            searches.append("index" if "MATERIALIZED" in statement else "exact")
+
+    want = _expected(engine_url, q, minilm)[:6]
+    with Session(engine, expire_on_commit=False) as s, s.begin():
+        assert [r[0].id for r in execute(s, stmt)] == want
+        assert searches == ["index", "exact"]
+        searches.clear()
+        assert len(execute(s, stmt.join(Author).where(Author.country == "CH"))) < 6
+        assert len(execute(s, stmt.offset(1))) < 6
+        assert searches == ["index", "index"]
+        searches.clear()
+        wide = logical_search(Article, Article.embedding, q, k=6, embedder=minilm)
+        assert [r[0].id for r in execute(s, wide)] == want
+        assert searches == ["index"]  # deep enough: one statement
+    engine.dispose()
+
+    async def run() -> list[Any]:
+        aengine = create_async_engine(url_from_dsn(dsn, async_=True))
+        maker = async_sessionmaker(aengine, expire_on_commit=False)
+        async with maker() as s, s.begin():
+            rows = await execute_async(s, stmt)
+        await aengine.dispose()
+        return rows
+
+    assert [r[0].id for r in asyncio.run(run())] == want
+
+
 def test_async_session(engine_url: str, minilm: Any, dsn: str) -> None:
     async def run() -> list[Any]:
         engine = create_async_engine(url_from_dsn(dsn, async_=True))

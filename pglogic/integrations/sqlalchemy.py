@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -139,10 +139,11 @@ class LogicalSelect(Select[Any]):
         where = psql.SQL(extra_where) if extra_where is not None else None
         if where is None and has_filter:
             where = psql.SQL("TRUE")
+        options = replace(s.options, exact=True) if _EXACT.get() else s.options
         return compile_query(
             s.tree,
             _source(s),
-            s.options,
+            options,
             extra_where=where,
             param_prefix=PARAM_PREFIX,
         )
@@ -491,6 +492,28 @@ def _restore(names: Sequence[str], old: Sequence[Any]) -> list[TextClause]:
 
 
 _EXECUTING: ContextVar[bool] = ContextVar("pglogic_executing", default=False)
+#: Set while the exact pass of :func:`execute` runs: the ranking scores every row.
+_EXACT: ContextVar[bool] = ContextVar("pglogic_exact", default=False)
+
+
+def _short(stmt: LogicalSelect, rows: Sequence[Any]) -> bool:
+    """Whether the index scans returned fewer than the k rows the statement asks for (its own
+    LIMIT k, no OFFSET), so that every row should be scored instead, as the corpus path does
+    (:func:`pglogic.store.search.search`): an iterative scan under a rare filter stops early,
+    and k passages may belong to fewer than k documents. Not when the statement itself drops
+    ranked rows (conditions on other tables, joins of its own): fewer than k rows are then its
+    answer, and an exact pass would score the whole table for nothing."""
+    s = stmt.pglogic_spec
+    k = s.options.k
+    return (
+        not s.options.exact
+        and bool(s.terms)
+        and len(rows) < k
+        and stmt._limit == k
+        and not stmt._offset
+        and len(stmt._setup_joins) == 1  # the ranking's own join
+        and all(_pushable(c, s.table) for c in stmt._where_criteria)
+    )
 
 
 @event.listens_for(Engine, "before_cursor_execute")
@@ -522,9 +545,23 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     as it would have. Executing the statement any other way raises
     :class:`~pglogic.errors.InvalidInput` (it would scan at the session's ``ef_search``).
 
+    When the index scans find fewer than k rows, the search runs again scoring every (filtered)
+    row, so k rows come back whenever k match (as :meth:`pglogic.PgLogic.search` does).
+
     Example:
         >>> rows = execute(session, stmt)  # doctest: +SKIP
     """
+    rows = _execute(session, stmt)
+    if _short(stmt, rows):
+        token = _EXACT.set(True)
+        try:
+            rows = _execute(session, stmt)
+        finally:
+            _EXACT.reset(token)
+    return rows
+
+
+def _execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     settings = _settings(stmt)
     query, params = _save(settings)
     bind = _same_bind(session, stmt)
@@ -548,6 +585,17 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     Example:
         >>> rows = await execute_async(session, stmt)  # doctest: +SKIP
     """
+    rows = await _execute_async(session, stmt)
+    if _short(stmt, rows):
+        token = _EXACT.set(True)
+        try:
+            rows = await _execute_async(session, stmt)
+        finally:
+            _EXACT.reset(token)
+    return rows
+
+
+async def _execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[Any]]:
     settings = _settings(stmt)
     query, params = _save(settings)
     bind = _same_bind(session.sync_session, stmt)
