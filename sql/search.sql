@@ -1191,7 +1191,7 @@ DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
                                      'filters', 'and_text', 'vectors', 'lexical', 'mode',
-                                     'passages'];
+                                     'passages', 'passage_score'];
     tsv constant text := '"d"."tsv"';  -- pglogic.engine.compile.LEXICAL_COLUMN
     c record;
     cal record;
@@ -1245,6 +1245,7 @@ DECLARE
     lex_items text[] := '{}';
     tsq text;
     use_passages boolean;
+    passage_score text;
     factor double precision;
     cap integer;
     pemb text;
@@ -1338,6 +1339,16 @@ BEGIN
     -- searched through them unless "passages" is false (pglogic.engine.compile.Source.for_corpus)
     use_passages := pglogic._bool_option(opts, 'passages', true);  -- (checked on any corpus)
     use_passages := use_passages AND c.passage_tokens IS NOT NULL;
+    -- since migration 0011: how the passages make a text's similarity
+    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus)
+    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'max');
+    IF jsonb_typeof(opts -> 'passage_score') NOT IN ('string', 'null')
+       OR NOT passage_score = ANY (ARRAY['max', 'blend']) THEN
+        RAISE EXCEPTION 'Unknown passage score %: valid values are max, blend',
+            CASE WHEN jsonb_typeof(opts -> 'passage_score') = 'string'
+                 THEN quote_literal(passage_score)
+                 ELSE pglogic._show(opts -> 'passage_score') END USING ERRCODE = '22023';
+    END IF;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
     ef := pglogic._int_option(opts, 'ef_search', NULL);
@@ -1477,13 +1488,21 @@ BEGIN
     IF use_passages THEN
         -- since migration 0010 (pglogic.engine.compile._passage_statement): each similarity is
         -- the best over the document's passages (max, GROUP BY the document), the lexical
-        -- truths are the document's own; exact: every (filtered) document with a passage
+        -- truths are the document's own; exact: every (filtered) document with a passage.
+        -- Since 0011, "passage_score": "blend" (pglogic.engine.compile._passage_sims): a text
+        -- that is not a negated-only term takes the mean of that and the document's own vector's
         passage_table := format('%s.%s', pglogic._qi('pglogic'),
                                 pglogic._qi(c.table_name || '_passages'));
         pemb := '"p".' || pglogic._qi(c.column_name);
         psims := array_to_string(ARRAY(
-            SELECT format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0)) AS %s',
-                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)))
+            SELECT format(CASE WHEN passage_score = 'blend'
+                                    AND (n > n_terms OR terms[n] = ANY (candidate_terms))
+                               THEN '(%1$s + coalesce(nullif(1 - (%5$s <=> $1[%2$s]::vector(%3$s)),'
+                                    ' ''NaN''), 0)) / 2 AS %4$s'
+                               ELSE '%1$s AS %4$s' END,
+                          format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0))',
+                                 pemb, n, c.dim),
+                          n, c.dim, pglogic._qi('s' || (n - 1)), emb)
             FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', ');
         exact_statement := format(
             'WITH sims AS (SELECT "d"."id", %s FROM %s "d" JOIN %s p ON "p"."doc_id" = "d"."id"'

@@ -1183,7 +1183,7 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
          "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors, "
-         "lexical, mode, passages"),
+         "lexical, mode, passages, passage_score"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},

@@ -24,9 +24,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pglogic import PgLogic
-from pglogic.engine.compile import SearchOptions
+from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.filters import parse_filter
-from pglogic.query import parse
+from pglogic.errors import InvalidInput
+from pglogic.query import parse, positive_terms, terms
 from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
@@ -266,6 +267,40 @@ def test_passages_option_errors(synth_dsn: str) -> None:
         exc = sql_error(conn, "synthp", {"tree": {"term": "a", "vector": [0.1] * 384},
                                          "passages": "no"})  # fmt: skip
         assert message(exc) == 'Invalid passages="no": expected true or false'
+        vec = {"term": "a", "vector": [0.1] * 384}
+        for bad, shown in (("min", "'min'"), (3, "3")):
+            exc = sql_error(conn, "synthp", {"tree": vec, "passage_score": bad})
+            assert message(exc) == f"Unknown passage score {shown}: valid values are max, blend"
+        with pytest.raises(InvalidInput) as py:  # the Python message, the same words
+            compile_query(parse('"a"'), get_corpus(conn, "synthp"),
+                          SearchOptions(passage_score="min"))  # fmt: skip
+        assert str(py.value) == "Unknown passage score 'min': valid values are max, blend"
+
+
+@pytest.mark.parametrize(
+    ("query", "exact"),
+    [(q, e) for q in ('"a"', '"a" AND NOT "b"', '"a" OR "b" AND NOT "c"', '"a" AND "b"')
+     for e in (False, True)] + [('NOT "a"', True)],
+    ids=str,
+)  # fmt: skip
+def test_blend_is_the_python_statement_and_blends_positive_texts_only(
+    synth_dsn: str, query: str, exact: bool
+) -> None:
+    """``"passage_score": "blend"``: the compiler's statement, text for text; a text that is
+    not a negated-only term (a positive term, an AND's own text) is the mean of its best
+    passage and the document's own vector, a negated term keeps its best passage."""
+    opts = SearchOptions(passage_score="blend", exact=exact)
+    with connect(synth_dsn) as conn:
+        assert_plan_is_pythons(conn, query, opts, "synthp")
+        corpus = get_corpus(conn, "synthp")
+        conn.rollback()
+    text = compile_query(parse(query), corpus, opts).as_string()
+    tree = parse(query)
+    scored = compile_query(tree, corpus, opts).terms
+    negated_only = set(terms(tree)) - set(positive_terms(tree))
+    for i, t in enumerate(scored):
+        blended = f') / 2 AS "s{i}"' in text
+        assert blended == (t not in negated_only), (t, text)
 
 
 # -- pglogic.search over passages: the Python search's rows on real documents ----------------------
@@ -325,10 +360,13 @@ def test_passages_change_the_ranking(news: Conn, fixed: FixedEmbedder) -> None:
         SearchOptions(k=20, filters=[parse_filter("places!=usa"), parse_filter("ns<3")]),
         SearchOptions(k=10, filters=[parse_filter("n=3")], iterative_scan=False),
         SearchOptions(k=50, filters=[parse_filter("n=3")], exact=True),
+        SearchOptions(k=10, passage_score="blend"),
+        SearchOptions(k=10, passage_score="blend", exact=True),
+        SearchOptions(k=10, passage_score="blend", filters=[parse_filter("n>=5")]),
     ],
     ids=["godel-affine", "iterative", "exact", "exact-all", "no-guide", "term-scans",
          "guide-only", "no-iterative", "itlr-no-and-text", "filter", "filter-depth", "filters",
-         "filter-overfetch", "filter-exact"],
+         "filter-overfetch", "filter-exact", "blend", "blend-exact", "blend-filter"],
 )  # fmt: skip
 def test_passage_search_options_rank_like_python(
     news: Conn, fixed: FixedEmbedder, opts: SearchOptions

@@ -27,7 +27,7 @@ from pglogic.embed.passages import split, tokenizer_of
 from pglogic.engine.operators import evaluate_numpy, resolve_family
 from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, logical_search, url_from_dsn
-from pglogic.query import parse
+from pglogic.query import parse, positive_terms, terms
 from tests.conftest import TEMPLATE_DB, Server, uses_hnsw
 from tests.long_texts import FILLER, WHEAT
 
@@ -124,9 +124,13 @@ def _rows(dsn: str, stmt: Any) -> list[Any]:
     return rows
 
 
-def _reference(query: str, lang: str | None = None, mine: bool = False) -> list[tuple[int, float]]:
-    """(article id, score) by NumPy: each term's similarity the best over the passages."""
+def _reference(
+    query: str, lang: str | None = None, mine: bool = False, blend: bool = False
+) -> list[tuple[int, float]]:
+    """(article id, score) by NumPy: each term's similarity the best over the passages (with
+    ``blend``, a positive term's the mean of that and the article's own vector's)."""
     tree = parse(query)
+    negated_only = set(terms(tree)) - set(positive_terms(tree))
     ids: list[int] = []
     sims: dict[str, list[float]] = {t: [] for t in TERMS}
     for aid, (_, alang, _, vecs) in _all_articles().items():
@@ -136,7 +140,10 @@ def _reference(query: str, lang: str | None = None, mine: bool = False) -> list[
         mat = np.asarray(vecs, dtype=np.float64)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
         for t, v in TERMS.items():
-            sims[t].append(float((mat @ np.asarray(v)).max()))
+            best = float((mat @ np.asarray(v)).max())
+            if blend and t not in negated_only:  # the own vector: the first passage's
+                best = (best + float(mat[0] @ np.asarray(v))) / 2
+            sims[t].append(best)
     score = evaluate_numpy(tree, {t: np.array(s) for t, s in sims.items()}, resolve_family(None))
     order = np.lexsort((np.array(ids), -score))
     return [(ids[i], float(score[i])) for i in order]
@@ -246,6 +253,27 @@ def test_approximate_equals_exact_and_the_reference(db: str) -> None:
             assert len({r[0].id for r in got}) == 6  # an article once, however many passages
             if lang is not None:
                 assert all(r[0].lang == lang for r in got)
+
+
+def test_blend_takes_the_mean_of_the_best_passage_and_the_articles_own_vector(db: str) -> None:
+    """``passage_score="blend"``: a positive term's similarity is the mean of its best passage's
+    and the article's own vector's, a negated term's its best passage's (as the NumPy
+    reference); approximate and exact agree; without the articles' own vectors it is refused."""
+    for q in QUERIES:
+        got = _rows(db, search(q, k=6, passage_score="blend"))
+        want = _rows(db, search(q, k=6, passage_score="blend", exact=True))
+        ref = _reference(q, blend=True)[:6]
+        assert [r[0].id for r in got] == [r[0].id for r in want] == [i for i, _ in ref], q
+        assert [r.score for r in got] == pytest.approx([s for _, s in ref], abs=1e-6)
+    (long_,) = _rows(db, search('"x" AND NOT "y"', k=1, passage_score="blend")
+                     .where(Article.title == "long"))  # fmt: skip
+    y = np.array([0.05, 1, 0.1]) / np.linalg.norm([0.05, 1, 0.1])
+    x0 = np.array([1, 0, 0.1]) / np.linalg.norm([1, 0, 0.1])
+    assert long_.sim_0 == pytest.approx(float(x0[0]), abs=1e-6)  # first passage = own vector
+    assert long_.sim_1 == pytest.approx(float(y[1]), abs=1e-6)  # negated: the best passage
+    with pytest.raises(InvalidInput, match=r"blend.*own embedding column"):
+        logical_search(Article, None, '"x"', vectors=TERMS, passages=ArticlePassage,
+                       passage_score="blend")  # fmt: skip
 
 
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:

@@ -226,6 +226,7 @@ def logical_search(
     passages: Any = None,
     passage_doc: Any = None,
     passage_embedding: Any = None,
+    passage_score: str = "max",
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -245,6 +246,9 @@ def logical_search(
     term's ``sim_<i>`` is then the best similarity over the document's passages, the candidates
     come from HNSW scans of the passages (index them), and a document without passages is never
     found. ``embedding`` may be None when the documents have no vector of their own.
+    ``passage_score="blend"`` makes a positive text's similarity the mean of its best passage's
+    and the document's own vector's (:data:`pglogic.engine.options.PASSAGE_SCORES`; it needs
+    ``embedding``).
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -280,8 +284,12 @@ def logical_search(
     tree = to_tree(query)
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
-        lexical=lexical,
+        lexical=lexical, passage_score=passage_score,
     )  # fmt: skip
+    if passage_score == "blend" and (pas is None or emb_col is None):
+        raise InvalidInput(
+            'passage_score="blend" needs passages= and the documents\' own embedding column'
+        )
     lex_name = lexical_column.name if lexical_column is not None else None
     probe_src = Source(
         psql.Identifier(table.name), None, "id", "e", dim, (),
