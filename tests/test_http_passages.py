@@ -121,6 +121,20 @@ def test_passages_false_reads_the_documents_own_vectors(
     assert all(h["explain"] is None for h in over["hits"])  # explain off: no passages asked
 
 
+def test_passage_score_blend_is_the_python_search(client: TestClient, direct: PgLogic) -> None:
+    """ "passage_score": "blend" reaches the search (its hits and scores are Python's), the
+    compiled SQL shows the blended similarity, and an unknown value is refused (422)."""
+    body = search(client, passage_score="blend", include_sql=True).json()
+    want = direct.search("news", QUERY, k=5, passage_score="blend").hits
+    assert [h["id"] for h in body["hits"]] == [h.external_id for h in want]
+    assert [h["score"] for h in body["hits"]] == pytest.approx([h.score for h in want])
+    plain = search(client).json()
+    assert [h["score"] for h in plain["hits"]] != [h["score"] for h in body["hits"]]
+    assert ") / 2 AS" in body["sql"]["text"]
+    res = client.post("/v1/search", json={"corpus": "news", "query": QUERY, "passage_score": "min"})
+    assert res.status_code == 422, res.text
+
+
 def test_a_corpus_without_passages_explains_without_them(
     client: TestClient, direct: PgLogic
 ) -> None:

@@ -98,6 +98,11 @@ class Options(BaseModel):
         description="On a corpus with passages, each term's similarity is its best passage's "
         "(false: the documents' own vectors, the first window of their text)",
     )
+    passage_score: Literal["max", "blend"] = Field(
+        "max",
+        description="Over passages, a text's similarity: the best passage's (max), or for a "
+        "positive text the mean of that and the document's own vector's (blend)",
+    )
 
 
 class SearchRequest(Options):
@@ -421,6 +426,7 @@ def _search(
         exact=req.exact,
         lexical=req.lexical,
         passages=req.passages,
+        passage_score=req.passage_score,
         explain_passages=explain_passages and req.passages,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
@@ -469,7 +475,8 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
     opts = SearchOptions(k=req.k, operators=req.operators, truth=req.truth, mode=req.mode,
                          filters=_filters(req.filters), and_text=req.and_text,
                          exact=req.exact, timeout=b.config.timeout,
-                         lexical=req.lexical, passages=req.passages)  # fmt: skip
+                         lexical=req.lexical, passages=req.passages,
+                         passage_score=req.passage_score)  # fmt: skip
     tree = to_tree(req.query)
     if req.corpus:
         compiled = b.api.compile(req.corpus, tree, opts)
@@ -516,6 +523,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         exact=req.exact,
         lexical=req.lexical,
         passages=req.passages,
+        passage_score=req.passage_score,
         explain_passages=req.explain and req.passages,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,
