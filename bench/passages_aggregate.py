@@ -19,9 +19,11 @@ on the queries with NOT, nDCG@10 on those without, paired Wilcoxon tests of each
 against ``documents``; and the label separation that explains them: per label of ≥ 10 long
 documents, the AUC of a label's term similarity between the documents that carry the label and
 those that do not, with ``documents`` and ``max``, and how much ``max`` raises the similarity of
-each group.
+each group. ``--subset all`` does the same over every document of the corpora
+``eval_<dataset>`` (``passages_quality.py --subsets all``): the queries of all the labels.
 
     .venv/bin/python bench/passages_aggregate.py --dsn "$DSN"
+    .venv/bin/python bench/passages_aggregate.py --dsn "$DSN" --subset all
 
 Writes ``bench/results/passages_aggregate.{json,md}``.
 """
@@ -119,9 +121,12 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
-    """Score every query with every aggregate; the label separation."""
-    ds = long_only(load_dataset(SHARED_DATA / name), tokenizer_of(get_embedder(DEFAULT_MODEL)))
+def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") -> dict[str, Any]:
+    """Score every query with every aggregate; the label separation. ``subset``: ``long``
+    (the documents longer than the window) or ``all``."""
+    ds = load_dataset(SHARED_DATA / name)
+    if subset == "long":
+        ds = long_only(ds, tokenizer_of(get_embedder(DEFAULT_MODEL)))
     ids, docs, passages = load_corpus(dsn, f"eval_{ds.name}")
     derived = derive_queries(ds, per_template=per_template)
     emb = get_query_embedder(DEFAULT_MODEL)
@@ -173,7 +178,8 @@ def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
             tests[f"{a} | {label}"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
     separation = label_separation(ds, ids, docs, passages, emb)
     return {
-        "dataset": name, "documents": len(ids), "queries": len(derived.queries),
+        "dataset": name, "subset": subset, "documents": len(ids),
+        "queries": len(derived.queries),
         "with_not": len(with_not), "without_not": len(without),
         "passages_per_document": sum(len(p) for p in passages) / len(passages),
         "table": table, "tests": tests, "separation": separation,
@@ -219,15 +225,17 @@ def to_markdown(data: dict[str, Any]) -> str:
         "",
         f"- {data['machine_line']}",
         "- Exact NumPy scoring over every long document (longer than the 254-word-piece window) "
-        "of each corpus; default family with its AND texts; 30 derived queries per template; "
-        "p = two-sided Wilcoxon against `documents` (unadjusted).",
+        "of each corpus, and over all of its documents (`all`); default family with its AND "
+        "texts; 30 derived queries per template; p = two-sided Wilcoxon against `documents` "
+        "(unadjusted).",
         "",
     ]
     if data.get("conclusions"):
         out += ["## Conclusions", "", data["conclusions"].rstrip(), ""]
     for d in data["datasets"]:
         out += [
-            f"## {d['dataset']}: {d['documents']:,} long documents, "
+            f"## {d['dataset']}: {d['documents']:,} "
+            f"{'long documents' if d.get('subset', 'long') == 'long' else 'documents (all)'}, "
             f"{d['passages_per_document']:.2f} passages each; {d['with_not']} queries with NOT, "
             f"{d['without_not']} without",
             "",
@@ -265,6 +273,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--dsn", required=False)
     ap.add_argument("--only", action="append")
+    ap.add_argument("--subset", choices=("long", "all"), default="long")
     ap.add_argument("--per-template", type=int, default=30)
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--conclusions", type=Path)
@@ -272,11 +281,13 @@ def main() -> None:
     jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
     data = json.loads(jp.read_text()) if jp.exists() else {"datasets": []}
     if not args.render:
-        done = {d["dataset"]: d for d in data["datasets"]}
+        done = {(d["dataset"], d.get("subset", "long")): d for d in data["datasets"]}
         for name in args.only or DATASETS:
-            done[name] = run_dataset(args.dsn, name, args.per_template)
-            print(json.dumps(done[name]["table"], indent=1), flush=True)
-            data["datasets"] = [done[n] for n in DATASETS if n in done]
+            key = (name, args.subset)
+            done[key] = run_dataset(args.dsn, name, args.per_template, args.subset)
+            print(json.dumps(done[key]["table"], indent=1), flush=True)
+            data["datasets"] = [done[(n, s)] for s in ("long", "all") for n in DATASETS
+                                if (n, s) in done]  # fmt: skip
             data["machine_line"] = machine_line()
             jp.write_text(json.dumps(data, indent=1) + "\n")
     if args.conclusions:
