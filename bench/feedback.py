@@ -45,14 +45,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table, write_results
-from frontier import PER_TEMPLATE, REAL, and_texts, metrics, objective, summary
+from frontier import PER_TEMPLATE, REAL, metrics, objective, query_texts, summary
 from frontier import Corpus as Sims
 
 from pglogic.config import DEFAULT_MODEL
-from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.embed.registry import get_embedder
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
-from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+from pglogic.query import And, Node, Not, Or, Term, to_text
 from pglogic.store.readers import read_records
 
 CACHE = Path("/tmp/pglogic-feedback")
@@ -97,16 +97,7 @@ def load(name: str) -> Corpus:
         [np.asarray(embedder.embed([r.embed_text for r in records[i : i + 256]]), np.float32)
          for i in range(0, len(records), 256)]
     )  # fmt: skip
-    texts: set[str] = set()
-    queries = []
-    for q in derived.queries:
-        texts |= set(terms(q.tree)) | {q.text} | and_texts(q.tree)
-        queries.append(
-            {"id": q.id, "template": q.template, "tree": q.tree, "text": q.text,
-             "relevant": q.relevant, "negatives": q.negatives, "n_neg": q.n_negations}
-        )  # fmt: skip
-    ordered = sorted(texts)
-    vectors = np.asarray(get_query_embedder(DEFAULT_MODEL).embed(ordered), dtype=np.float32)
+    ordered, vectors, queries = query_texts(derived)
     sims = Sims(name, np.array([r.external_id for r in records]), docs @ vectors.T,
                 {t: i for i, t in enumerate(ordered)}, queries)  # fmt: skip
     label_of = {text: label for label, text in ds.term_text.items()}

@@ -107,16 +107,9 @@ class Corpus:
         return (s - s.mean()) / s.std()
 
 
-def load(api: PgLogic, name: str) -> Corpus:
-    """The similarities of ``name``'s derived queries (cached under :data:`CACHE`)."""
-    path = CACHE / f"{name}_{PER_TEMPLATE}.pkl"
-    if path.exists():
-        return pickle.loads(path.read_bytes())
-    ds = load_dataset(SHARED_DATA / name)
-    derived = derive_queries(ds, per_template=PER_TEMPLATE, include_given=False)
-    corpus = prepare_corpus(api, ds, corpus_name_for(ds, DEFAULT_MODEL))
-    with api.connect() as conn:
-        ids, matrix = corpus_embeddings(conn, corpus)
+def query_texts(derived: Any) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
+    """Every text the derived queries score (terms, whole queries, AND and OR texts), sorted,
+    with its vector, and each query as a dict."""
     texts: set[str] = set()
     queries = []
     for q in derived.queries:
@@ -127,6 +120,20 @@ def load(api: PgLogic, name: str) -> Corpus:
         )  # fmt: skip
     ordered = sorted(texts)
     vectors = np.asarray(get_query_embedder(DEFAULT_MODEL).embed(ordered), dtype=np.float32)
+    return ordered, vectors, queries
+
+
+def load(api: PgLogic, name: str) -> Corpus:
+    """The similarities of ``name``'s derived queries (cached under :data:`CACHE`)."""
+    path = CACHE / f"{name}_{PER_TEMPLATE}.pkl"
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    ds = load_dataset(SHARED_DATA / name)
+    derived = derive_queries(ds, per_template=PER_TEMPLATE, include_given=False)
+    corpus = prepare_corpus(api, ds, corpus_name_for(ds, DEFAULT_MODEL))
+    with api.connect() as conn:
+        ids, matrix = corpus_embeddings(conn, corpus)
+    ordered, vectors, queries = query_texts(derived)
     out = Corpus(name, np.array(ids), matrix @ vectors.T, {t: i for i, t in enumerate(ordered)},
                  queries)  # fmt: skip
     CACHE.mkdir(parents=True, exist_ok=True)
