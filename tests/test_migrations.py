@@ -34,7 +34,7 @@ FROZEN_SHA256 = {
     "0007_search.sql": "2d9931b6efecb9b2d68e2e6b463978f68f26f9b7512db7301aee11c61c7f6641",
     "0008_search.sql": "dc263e82305b333e8ac24f4892f22a891bc4de6947fcfff58b880f90ca563ab8",
     "0010_search.sql": "323453217d1755851cd54dba952d5802e8b1608476697fb414c3480be933361b",
-    "0011_search.sql": "d1d8dae66b2b4aaa74ffaef8fd08095c720ad9f9837cf5cd2acfdfb61fc07843",
+    "0011_search.sql": "6df9fe9b6d13841a304ff472d47a220730b50dfa7ace671d20a3478b4ec8347c",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

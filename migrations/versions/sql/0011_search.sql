@@ -37,6 +37,9 @@
 -- the best over its passages (max, GROUP BY the document); the lexical truths are the
 -- document's own. Exact mode: every (filtered) document's passages. Option "passages": false
 -- searches the documents' own vectors instead (the statement of a corpus without passages).
+-- Since migration 0011, option "passage_score": "blend" gives each text that is not a
+-- negated-only term the mean of its best passage's similarity and the document's own vector's
+-- ("max", the default: the best passage's for every text).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
