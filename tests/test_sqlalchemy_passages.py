@@ -316,6 +316,30 @@ def test_lexical_terms_read_the_articles_words(db: str) -> None:
     assert long_.match_0 == 1 and long_.score == 0
 
 
+def test_a_lexical_only_query_returns_its_matches_without_an_exact_pass(db: str) -> None:
+    """Its candidates are every match (the GIN scan): one article names wheat, one row comes
+    back (as the corpus path), not k rows padded by scoring every article. A LIMIT that is a
+    bound parameter is the statement's own: no rerun, and no error reading it."""
+    from sqlalchemy import bindparam, event
+
+    engine = create_engine(url_from_dsn(db))
+    seen: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "pglogic_ranked" in statement:
+            seen.append(statement)
+
+    stmt = search('match:wheat AND NOT "y"', k=6, lexical_column=Article.words)
+    with Session(engine, expire_on_commit=False) as s, s.begin():
+        rows = execute(s, stmt)
+        assert [r[0].title for r in rows] == ["long"] and len(seen) == 1
+        seen.clear()
+        short = search('"x" OR "y"', k=6, depth=1).limit(bindparam("n", 6))
+        assert len(execute(s, short)) < 6 and len(seen) == 1
+    engine.dispose()
+
+
 def test_articles_without_their_own_vector(db: str) -> None:
     q = '"x" AND NOT "y"'
     stmt = logical_search(Article, None, q, k=4, vectors=TERMS, passages=ArticlePassage)

@@ -54,7 +54,7 @@ from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.errors import InvalidInput
-from pglogic.query import Node, matches, to_tree
+from pglogic.query import Node, matches, positive_matches, positive_terms, to_tree
 from pglogic.store.citus import PROPAGATE
 from pglogic.store.db import version_tuple
 
@@ -509,16 +509,23 @@ def _short(stmt: LogicalSelect, rows: Sequence[Any]) -> bool:
     LIMIT k, no OFFSET), so that every row should be scored instead, as the corpus path does
     (:func:`pglogic.store.search.search`): an iterative scan under a rare filter stops early,
     and k passages may belong to fewer than k documents. Not when the statement itself drops
-    ranked rows (conditions on other tables, joins of its own): fewer than k rows are then its
-    answer, and an exact pass would score the whole table for nothing."""
+    ranked rows (conditions on other tables, joins of its own, a LIMIT or OFFSET of its own):
+    fewer than k rows are then its answer, and an exact pass would score the whole table for
+    nothing. Nor when every candidate comes from lexical scans, which find every match: the
+    answer is the matches only, never every document scored to fill k (as the corpus path)."""
     s = stmt.pglogic_spec
     k = s.options.k
+    if s.options.exact or len(rows) >= k:
+        return False
+    if not positive_terms(s.tree) and positive_matches(s.tree):
+        return False
+    limit, offset = stmt._limit_clause, stmt._offset_clause
+    simple = stmt._simple_int_clause  # (else reading _limit or _offset raises CompileError)
     return (
-        not s.options.exact
-        and bool(s.terms)
-        and len(rows) < k
+        limit is not None
+        and simple(limit)
         and stmt._limit == k
-        and not stmt._offset
+        and (offset is None or (simple(offset) and not stmt._offset))
         and len(stmt._setup_joins) == 1  # the ranking's own join
         and all(_pushable(c, s.table) for c in stmt._where_criteria)
     )
