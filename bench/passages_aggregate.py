@@ -52,7 +52,7 @@ from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.long_docs import long_only
 from pglogic.eval.metrics import evaluate_run, paired_test
-from pglogic.query import Node, positive_terms, terms
+from pglogic.query import negated_only_terms
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
 
@@ -108,11 +108,6 @@ def load_corpus(dsn: str, name: str) -> tuple[list[str], np.ndarray, list[np.nda
     return [str(r[1]) for r in rows], docs, [np.stack(p) for p in passages]
 
 
-def negated_terms(tree: Node) -> set[str]:
-    """Terms under an odd number of NOTs (a term that is both counts as positive here)."""
-    return set(terms(tree)) - set(positive_terms(tree))
-
-
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """P(a random positive scores above a random negative)."""
     if not len(pos) or not len(neg):
@@ -137,7 +132,7 @@ def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") ->
     values = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
     runs: dict[str, dict[str, list[str]]] = {a: {} for a in AGGREGATES}
     for q in derived.queries:
-        neg = negated_terms(q.tree)
+        neg = set(negated_only_terms(q.tree))
         tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
         qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
         for a, (pos_kind, neg_kind) in AGGREGATES.items():

@@ -27,7 +27,7 @@ from pglogic import PgLogic
 from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.filters import parse_filter
 from pglogic.errors import InvalidInput
-from pglogic.query import parse, positive_terms, terms
+from pglogic.query import negated_only_terms, parse
 from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
@@ -297,7 +297,7 @@ def test_blend_is_the_python_statement_and_blends_positive_texts_only(
     text = compile_query(parse(query), corpus, opts).as_string()
     tree = parse(query)
     scored = compile_query(tree, corpus, opts).terms
-    negated_only = set(terms(tree)) - set(positive_terms(tree))
+    negated_only = set(negated_only_terms(tree))
     for i, t in enumerate(scored):
         blended = f') / 2 AS "s{i}"' in text
         assert blended == (t not in negated_only), (t, text)

@@ -27,7 +27,7 @@ from pglogic.embed.passages import split, tokenizer_of
 from pglogic.engine.operators import evaluate_numpy, resolve_family
 from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, logical_search, url_from_dsn
-from pglogic.query import parse, positive_terms, terms
+from pglogic.query import negated_only_terms, parse
 from tests.conftest import TEMPLATE_DB, Server, uses_hnsw
 from tests.long_texts import FILLER, WHEAT
 
@@ -130,7 +130,7 @@ def _reference(
     """(article id, score) by NumPy: each term's similarity the best over the passages (with
     ``blend``, a positive term's the mean of that and the article's own vector's)."""
     tree = parse(query)
-    negated_only = set(terms(tree)) - set(positive_terms(tree))
+    negated_only = set(negated_only_terms(tree))
     ids: list[int] = []
     sims: dict[str, list[float]] = {t: [] for t in TERMS}
     for aid, (_, alang, _, vecs) in _all_articles().items():

@@ -18,7 +18,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
-from pglogic.engine.options import LEXICAL
+from pglogic.engine.options import LEXICAL, PASSAGE_SCORES
 
 if TYPE_CHECKING:
     from pglogic.engine.compile import SearchOptions
@@ -183,7 +183,7 @@ def search_options(f: Any) -> Any:
 )
 @click.option(
     "--passage-score",
-    type=click.Choice(["max", "blend"]),
+    type=click.Choice(list(PASSAGE_SCORES)),
     default="max",
     show_default=True,
     help="Over passages: each text's best passage (max), or for positive texts the mean of it "

@@ -95,6 +95,7 @@ from pglogic.query import (
     Term,
     map_terms,
     matches,
+    negated_only_terms,
     positive_matches,
     positive_terms,
     semantic_part,
@@ -648,17 +649,20 @@ def _distance(src: Source, pre: str, vector: str) -> sql.Composable:
     )
 
 
-def _similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
-    """The select item ``name``: the cosine similarity to ``vector``, 0 where it is undefined.
+def _cosine(distance: sql.Composable) -> sql.Composable:
+    """The cosine similarity of a cosine ``distance``, 0 where it is undefined.
 
     A zero vector has no direction: its cosine distance is NaN, and PostgreSQL orders NaN above
     every number, so ``GREATEST(0, LEAST(1, NaN))`` would make it fully true for every term.
     It is similar to nothing instead (0), as :func:`pglogic.engine.operators.evaluate_numpy`
     reads a NaN similarity.
     """
-    return sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0) AS {}").format(
-        _distance(src, pre, vector), sql.Identifier(name)
-    )
+    return sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(distance)
+
+
+def _similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
+    """The select item ``name``: the cosine similarity to ``vector`` (:func:`_cosine`)."""
+    return sql.SQL("{} AS {}").format(_cosine(_distance(src, pre, vector)), sql.Identifier(name))
 
 
 def _parts(
@@ -1000,7 +1004,7 @@ def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
         sql.Identifier("p"), sql.Identifier(src.passage_vector), sql.Placeholder(pre + vector),
         sql.Literal(src.dim),
     )  # fmt: skip
-    return sql.SQL("max(coalesce(nullif(1 - ({}), 'NaN'), 0))").format(dist)
+    return sql.SQL("max({})").format(_cosine(dist))
 
 
 def _passage_sims(parts: _Parts) -> sql.Composable:
@@ -1008,14 +1012,12 @@ def _passage_sims(parts: _Parts) -> sql.Composable:
     is the mean of that and the document's own vector's), then the lexical truths (of the
     document's own words)."""
     src, pre = parts.src, parts.pre
-    negated = set(terms(parts.tree)) - set(positive_terms(parts.tree))
+    negated = set(negated_only_terms(parts.tree))
 
     def item(text: str | None, vector: str, name: str) -> sql.Composable:
         value = _best_passage(src, pre, vector)
         if parts.opts.passage_score == "blend" and text not in negated:
-            own = sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(
-                _distance(src, pre, vector)
-            )
+            own = _cosine(_distance(src, pre, vector))
             value = sql.SQL("({} + {}) / 2").format(value, own)
         return sql.SQL("{} AS {}").format(value, sql.Identifier(name))
 
