@@ -279,6 +279,14 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
             for r in rows
         ],
     )
+    if any(not ok for r in rows for ok in r["targets"].values()):
+        out += [
+            "What limits a missed NOT target, and every direction measured against it: "
+            "`bench/results/frontier.md` (operators and NOT strengths, chosen leaving one "
+            "corpus out), `bench/results/feedback.md` (feedback on the terms) and "
+            "`bench/results/not_limits.md` (the traps' separation within a query, and an "
+            "upper bound for a per-query NOT strength).",
+        ]
     return "\n".join(out)
 
 
