@@ -8,7 +8,15 @@ import pytest
 import pytrec_eval
 from scipy.stats import wilcoxon
 
-from pglogic.eval.metrics import METRICS, Paired, aggregate, evaluate_run, mean, paired_test
+from pglogic.eval.metrics import (
+    METRICS,
+    Paired,
+    aggregate,
+    evaluate_run,
+    kept_traps,
+    mean,
+    paired_test,
+)
 
 
 def test_metric_names_in_order() -> None:
@@ -176,3 +184,27 @@ def test_paired_test_degenerate_cases() -> None:
     r = paired_test({"q1": 0.2, "q2": math.nan}, {"q2": 0.3, "q3": 0.1})
     assert (r.n, r.statistic, r.p_value) == (0, 0.0, 1.0)
     assert math.isnan(r.mean_a) and math.isnan(r.mean_b) and math.isnan(r.delta)
+
+
+def test_kept_traps_counts_only_the_baselines_top_ten_traps() -> None:
+    baseline = {
+        "q1": ["t1", "a", "t2", "b", "t1"] + [f"x{i}" for i in range(5)] + ["t3"],  # t3: 11th
+        "q2": ["a", "b"],
+        "q3": ["t9"],
+        "q4": ["t1"],
+    }
+    run = {"q1": ["t2", "t3", "t4"], "q2": ["t1"], "q3": ["t9"]}
+    negatives = {
+        "q1": {"t1", "t2", "t3", "t4"},
+        "q2": {"t1"},
+        "q3": {"t9"},
+        "q4": {"t1"},
+        "q5": set(),
+    }
+    kept = kept_traps(run, baseline, negatives)
+    assert kept["q1"] == pytest.approx(0.5)  # of t1, t2 (t3 is 11th, t4 absent) the run keeps t2
+    assert math.isnan(kept["q2"])  # the baseline's top 10 holds no trap
+    assert kept["q3"] == 1.0
+    assert kept["q4"] == 0.0  # a missing run keeps nothing
+    assert "q5" not in kept  # a query without negatives is not scored
+    assert kept_traps(baseline, baseline, negatives)["q1"] == 1.0

@@ -54,7 +54,15 @@ from pglogic.eval.baselines import QUERY_VECTOR, compile_decomposed, geometric_v
 from pglogic.eval.calibrate import Calibration, fit_corpus, fit_logistic, label_pairs
 from pglogic.eval.data import Dataset
 from pglogic.eval.derive import Derived, EvalQuery, derive_queries
-from pglogic.eval.metrics import METRICS, Paired, aggregate, evaluate_run, paired_test
+from pglogic.eval.metrics import (
+    KEPT_TRAPS,
+    METRICS,
+    Paired,
+    aggregate,
+    evaluate_run,
+    kept_traps,
+    paired_test,
+)
 from pglogic.query import positive_terms
 from pglogic.store.db import Connection
 from pglogic.store.search import execute, server_has_iterative_scan
@@ -488,6 +496,10 @@ def evaluate_dataset(
     relevant = {q.id: q.relevant for q in derived.queries}
     negatives = {q.id: q.negatives for q in derived.queries}
     per_query = {m: evaluate_run(run, relevant, negatives) for m, run in runs.items()}
+    if DENSE in runs:
+        for m, run in runs.items():
+            for qid, share in kept_traps(run, runs[DENSE], negatives).items():
+                per_query[m][qid][KEPT_TRAPS] = share
     result = EvalResult(
         ds, derived, model, k, list(runs), per_query, ms, time.perf_counter() - t0, truth=truth
     )

@@ -12,6 +12,9 @@ test is ``scipy.stats.wilcoxon``.
 - ``negrecall@10``: share of the query's negatives (trap documents that should be excluded)
   found in the top 10, as in BoolQuestions; **lower is better**. It is trec ``recall.10`` with
   the negatives as qrels, and NaN for queries without negatives (means skip NaN).
+- ``kept_dense_traps@10`` (:func:`kept_traps`, added by ``pglogic eval``): of the traps that
+  dense retrieval ranks in its top 10, the share a method's top 10 keeps; **lower is better**.
+  Unlike NegRecall@10 it does not count the traps dense retrieval never reaches.
 
 Runs are ranked lists of document ids, best first. trec_eval re-sorts a run by score (ties
 broken by document id), so each list is given scores that keep its order exactly.
@@ -137,6 +140,40 @@ def evaluate_run(
         scores.update(by_mrr.get(qid, {}))
         scores["negrecall@10"] = by_negatives.get(qid, {}).get("negrecall@10", math.nan)
         out[qid] = scores
+    return out
+
+
+KEPT_TRAPS = "kept_dense_traps@10"
+"""Per-query metric of :func:`kept_traps`: the share of the trap documents a baseline ranks in
+its top 10 that a run also ranks in its top 10 (**lower is better**; NaN when the baseline's top
+10 holds no trap)."""
+
+
+def kept_traps(
+    run: Mapping[str, Sequence[str]],
+    baseline: Mapping[str, Sequence[str]],
+    negatives: Mapping[str, Collection[str]],
+) -> dict[str, float]:
+    """For each query with negatives, the share of the traps in ``baseline``'s top 10 that
+    ``run``'s top 10 keeps (:data:`KEPT_TRAPS`).
+
+    NegRecall@10 counts every trap of a top 10; this counts only those the baseline ranks there.
+    The two differ when a run finds more of the formula's positive part than the baseline does:
+    the traps among those extra documents were never in the baseline's top 10.
+
+    Example:
+        >>> kept_traps({"q": ["t1", "a", "t3"]}, {"q": ["t1", "t2", "b"]}, {"q": {"t1", "t2", "t3"}})
+        {'q': 0.5}
+        >>> kept_traps({"q": ["a"]}, {"q": ["b"]}, {"q": {"t"}})
+        {'q': nan}
+    """
+    out: dict[str, float] = {}
+    for qid, traps in negatives.items():
+        if not traps:
+            continue
+        shown = [d for d in dict.fromkeys(baseline.get(qid, ())[:10]) if d in traps]
+        kept = set(run.get(qid, ())[:10])
+        out[qid] = sum(d in kept for d in shown) / len(shown) if shown else math.nan
     return out
 
 

@@ -35,7 +35,7 @@ from pglogic.eval.evaluate import (
     with_not,
     without_not,
 )
-from pglogic.eval.metrics import METRICS, aggregate
+from pglogic.eval.metrics import KEPT_TRAPS, METRICS, aggregate
 
 #: The methods of the papers behind pglogic (ITLR's operators, NSFL's modes and geometric
 #: baseline, BoolQuestions' decomposed set operations) and dense retrieval.
@@ -145,6 +145,12 @@ def targets(result: EvalResult) -> dict[str, dict[str, Any]]:
             "reduction": cut,
             "met": bool(nr_d > 0 and cut >= NEG_RECALL_CUT) or (nr_d == 0 and nr_p == 0),
         }
+        kept = aggregate(p, nots).get(KEPT_TRAPS, math.nan)
+        if not math.isnan(kept):
+            out["NOT: at least 80% of dense's top-10 traps excluded"] = {
+                "excluded": 1 - kept,
+                "met": 1 - kept >= NEG_RECALL_CUT,
+            }
         nd_d, nd_p = aggregate(d, nots)["ndcg@10"], aggregate(p, nots)["ndcg@10"]
         out["NOT: nDCG@10 at least +0.15"] = {
             "dense": nd_d,
