@@ -17,7 +17,7 @@ import platform
 import re
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -264,6 +264,27 @@ def write_results(name: str, data: dict[str, Any], markdown: str) -> tuple[Path,
     jp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     mp.write_text(markdown.rstrip() + "\n")
     return jp, mp
+
+
+def results_main(
+    name: str,
+    doc: str | None,
+    run: Callable[[], dict[str, Any]],
+    markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """The command line of a benchmark written as ``bench/results/<name>.{json,md}``: run it,
+    or ``--render`` the Markdown again from the JSON; ``--conclusions FILE`` adds a section."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--render", action="store_true", help="only the Markdown, from the JSON")
+    ap.add_argument("--conclusions", type=Path, help="a Markdown file of conclusions to add")
+    args = ap.parse_args()
+    data = json.loads((RESULTS_DIR / f"{name}.json").read_text()) if args.render else run()
+    if args.conclusions:
+        data["conclusions"] = args.conclusions.read_text()
+    write_results(name, data, markdown(data))
+    print(markdown(data))
 
 
 def cpu_busy(interval: float = 2.0) -> float:

@@ -32,8 +32,6 @@ Writes ``bench/results/feedback.{json,md}``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import pickle
 import sys
@@ -44,7 +42,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table, write_results
+from benchlib import SHARED_DATA, machine_line, md_table, results_main
 from frontier import PER_TEMPLATE, REAL, metrics, objective, query_texts, summary
 from frontier import Corpus as Sims
 
@@ -230,15 +228,7 @@ def main() -> None:
     Example:
         >>> main()  # doctest: +SKIP
     """
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--render", action="store_true", help="only the Markdown, from the JSON")
-    ap.add_argument("--conclusions", type=Path, help="a Markdown file of conclusions to add")
-    args = ap.parse_args()
-    data = json.loads((RESULTS_DIR / "feedback.json").read_text()) if args.render else run()
-    if args.conclusions:
-        data["conclusions"] = args.conclusions.read_text()
-    write_results("feedback", data, markdown(data))
-    print(markdown(data))
+    results_main("feedback", __doc__, run, markdown)
 
 
 def run() -> dict[str, Any]:

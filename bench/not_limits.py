@@ -43,7 +43,6 @@ passages are cached under ``/tmp/pglogic-limits``. Writes ``bench/results/not_li
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import pickle
@@ -58,7 +57,7 @@ from scipy.special import expit
 from scipy.stats import wilcoxon
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import BENCH_DIR, RESULTS_DIR, SHARED_DATA, machine_line, md_table, write_results
+from benchlib import BENCH_DIR, SHARED_DATA, machine_line, md_table, results_main
 from feedback import AND_WEIGHT, NOT_POWER, Candidate, auc, load, negated_terms
 from feedback import Corpus as Vectors
 from feedback import score as feedback_score
@@ -439,16 +438,7 @@ def main() -> None:
     Example:
         >>> main()  # doctest: +SKIP
     """
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--render", action="store_true", help="only the Markdown, from the JSON")
-    ap.add_argument("--conclusions", type=Path, help="a Markdown file of conclusions to add")
-    args = ap.parse_args()
-    path = RESULTS_DIR / "not_limits.json"
-    data = json.loads(path.read_text()) if args.render else run()
-    if args.conclusions:
-        data["conclusions"] = args.conclusions.read_text()
-    write_results("not_limits", data, markdown(data))
-    print(markdown(data))
+    results_main("not_limits", __doc__, run, markdown)
 
 
 if __name__ == "__main__":
