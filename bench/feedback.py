@@ -146,13 +146,19 @@ def score(
     if not isinstance(node, And | Or):
         raise TypeError(f"no lexical terms in the derived queries: {node!r}")
     kids = [score(c, k, cand, memo, negated=negated, has_not=has_not) for k in node.children]
+    return combine(c.sims, node, kids)
+
+
+def combine(sims: Sims, node: And | Or, kids: list[np.ndarray]) -> np.ndarray:
+    """The default engine's OR (max) or AND (product, times the AND's own text at weight 4, 1
+    beside a NOT) of the operands' scores ``kids``."""
     if isinstance(node, Or):
         return np.asarray(np.maximum.reduce(kids))
     out = np.prod(kids, axis=0)
     pos = [k for k in node.children if not isinstance(k, Not)]
     if len(pos) >= 2:
         weight = AND_WEIGHT if len(pos) == len(node.children) else 1
-        out = out * np.clip(c.sims.s(to_text(And(tuple(pos)))), 0.0, 1.0) ** weight
+        out = out * np.clip(sims.s(to_text(And(tuple(pos)))), 0.0, 1.0) ** weight
     return np.asarray(out)
 
 

@@ -58,7 +58,7 @@ from scipy.stats import wilcoxon
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BENCH_DIR, SHARED_DATA, machine_line, md_table, results_main
-from feedback import AND_WEIGHT, NOT_POWER, Candidate, auc, load, negated_terms
+from feedback import NOT_POWER, Candidate, auc, combine, load, negated_terms
 from feedback import Corpus as Vectors
 from feedback import score as feedback_score
 from frontier import REAL, metrics
@@ -67,7 +67,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.passages import split, tokenizer_of
 from pglogic.embed.registry import get_embedder
 from pglogic.eval.data import load_dataset
-from pglogic.query import And, Node, Not, Or, Term, terms, to_text
+from pglogic.query import And, Node, Not, Or, Term, terms
 from pglogic.store.readers import read_records
 
 CACHE = Path("/tmp/pglogic-limits")
@@ -179,15 +179,7 @@ def engine(
         return np.asarray((1.0 - engine(c, node.child, negated=not negated, **kw)) ** gamma)
     if not isinstance(node, And | Or):
         raise TypeError(f"no lexical terms in the derived queries: {node!r}")
-    kids = [engine(c, k, negated=negated, **kw) for k in node.children]
-    if isinstance(node, Or):
-        return np.asarray(np.maximum.reduce(kids))
-    out = np.prod(kids, axis=0)
-    pos = [k for k in node.children if not isinstance(k, Not)]
-    if len(pos) >= 2:
-        weight = AND_WEIGHT if len(pos) == len(node.children) else 1
-        out = out * np.clip(c.sims.s(to_text(And(tuple(pos)))), 0.0, 1.0) ** weight
-    return np.asarray(out)
+    return combine(c.sims, node, [engine(c, k, negated=negated, **kw) for k in node.children])
 
 
 def not_queries(c: Vectors) -> list[dict[str, Any]]:
