@@ -188,7 +188,7 @@ def test_paired_test_degenerate_cases() -> None:
 
 def test_kept_traps_counts_only_the_baselines_top_ten_traps() -> None:
     baseline = {
-        "q1": ["t1", "a", "t2", "b", "t1"] + [f"x{i}" for i in range(5)] + ["t3"],  # t3: 11th
+        "q1": ["t1", "a", "t2", "b", "t1"] + [f"x{i}" for i in range(6)] + ["t3"],  # t3: 11th
         "q2": ["a", "b"],
         "q3": ["t9"],
         "q4": ["t1"],
@@ -208,3 +208,6 @@ def test_kept_traps_counts_only_the_baselines_top_ten_traps() -> None:
     assert kept["q4"] == 0.0  # a missing run keeps nothing
     assert "q5" not in kept  # a query without negatives is not scored
     assert kept_traps(baseline, baseline, negatives)["q1"] == 1.0
+    # a document ranked twice counts once: t2 is the baseline's 9th distinct document
+    twice = {"q": ["t1", "t1", "t1"] + [f"y{i}" for i in range(7)] + ["t2"]}
+    assert kept_traps({"q": ["t2"]}, twice, {"q": {"t1", "t2"}}) == {"q": 0.5}

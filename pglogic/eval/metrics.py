@@ -159,7 +159,8 @@ def kept_traps(
 
     NegRecall@10 counts every trap of a top 10; this counts only those the baseline ranks there.
     The two differ when a run finds more of the formula's positive part than the baseline does:
-    the traps among those extra documents were never in the baseline's top 10.
+    the traps among those extra documents were never in the baseline's top 10. A document
+    ranked twice counts once, at its first place (as in :func:`evaluate_run`).
 
     Example:
         >>> kept_traps({"q": ["t1", "a", "t3"]}, {"q": ["t1", "t2", "b"]}, {"q": {"t1", "t2", "t3"}})
@@ -171,8 +172,8 @@ def kept_traps(
     for qid, traps in negatives.items():
         if not traps:
             continue
-        shown = [d for d in dict.fromkeys(baseline.get(qid, ())[:10]) if d in traps]
-        kept = set(run.get(qid, ())[:10])
+        shown = [d for d in list(dict.fromkeys(baseline.get(qid, ())))[:10] if d in traps]
+        kept = set(list(dict.fromkeys(run.get(qid, ())))[:10])
         out[qid] = sum(d in kept for d in shown) / len(shown) if shown else math.nan
     return out
 
