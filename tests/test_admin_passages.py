@@ -336,6 +336,7 @@ def test_cli_on_a_passage_corpus_and_a_smaller_window(
     assert out.startswith(f"Corpus 'news' now searches with {short_window} (embedding_2)")
     shown, _ = run("corpus", "show", "news")
     assert f"model {short_window}" in shown and f"passage rows {n}" in shown
+    assert f"passages embedded {n}" in shown and "(HNSW on embedding_2; all indexes" in shown
     out, _ = run("embedding", "drop", "news", "--model", A, "--yes")
     assert out == "Dropped column embedding (all-MiniLM-L6-v2) of corpus 'news'"
     assert run("search", "news", "wheat exports", "-k", "3", "--json")[0].count('"id"') == 3

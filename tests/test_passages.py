@@ -228,7 +228,8 @@ def test_precomputed_vectors_are_one_passage_each(conn: Any) -> None:
     ingest_records(conn, c, rows, embedder=None)
     build_index(conn, "hand")
     ps = passage_stats(conn, c)
-    assert ps is not None and (ps.passages, ps.split) == (3, 0)
+    assert ps is not None and (ps.passages, ps.split, ps.embedded) == (3, 0, 3)
+    assert 0 < ps.hnsw_bytes < ps.index_bytes  # the HNSW index, and the (doc_id, ord) one
 
     class Fixed:
         name, dim = "m", 3

@@ -244,7 +244,8 @@ def corpus_show(ctx: click.Context, name: str) -> None:
         ("index params", json.dumps(i.index_params) if i.index_params else "-"),
         ("created", str(i.created_at)),
     ]
-    lexical = ui.api(ctx).corpus(name).lexical_config
+    corpus = ui.api(ctx).corpus(name)
+    lexical = corpus.lexical_config
     rows.append(("lexical index", lexical or f"none (run: pglogic corpus lexical {i.name})"))
     if i.passage_layout is not None and i.passages is not None:
         p = i.passages
@@ -256,8 +257,14 @@ def corpus_show(ctx: click.Context, name: str) -> None:
                 f" at most {p.longest} passages)",
             )
         )
+        rows.append(("passages embedded", f"{p.embedded:,}"))
         rows.append(("passage table size", _size(p.table_bytes)))
-        rows.append(("passage index size", _size(p.index_bytes)))
+        rows.append(
+            (
+                "passage index size",
+                f"{_size(p.hnsw_bytes)} (HNSW on {corpus.column}; all indexes {_size(p.index_bytes)})",
+            )
+        )
     else:
         rows.append(("passages", "none: one vector per document"))
     if i.distribution:

@@ -235,7 +235,9 @@ class PassageStats:
     split: int  # documents of more than one passage
     longest: int  # the most passages of one document
     table_bytes: int
-    index_bytes: int
+    index_bytes: int  # every index of the passage table
+    embedded: int = 0  # passages with a vector in the corpus's active column
+    hnsw_bytes: int = 0  # the active column's HNSW index (part of index_bytes)
 
     @property
     def per_document(self) -> float:
@@ -256,15 +258,21 @@ def passage_stats(conn: Connection, corpus: Corpus) -> PassageStats | None:
     row = conn.execute(
         sql.SQL(
             "SELECT count(*), count(*) FILTER (WHERE n > 1), coalesce(max(n), 0),"
-            " coalesce(sum(n), 0) FROM (SELECT doc_id, count(*) AS n FROM {} GROUP BY doc_id) s"
-        ).format(table)
+            " coalesce(sum(n), 0), coalesce(sum(e), 0)"
+            " FROM (SELECT doc_id, count(*) AS n, count({}) AS e FROM {} GROUP BY doc_id) s"
+        ).format(sql.Identifier(corpus.column), table)
     ).fetchone()
     sizes = conn.execute(
-        "SELECT pg_table_size(%s::regclass), pg_indexes_size(%s::regclass)",
-        (f"{SCHEMA}.{passage_table_name(corpus)}",) * 2,
-    ).fetchone()
+        "SELECT pg_table_size(%s::regclass), pg_indexes_size(%s::regclass),"
+        " coalesce(pg_relation_size(to_regclass(%s)), 0)",
+        (*(f"{SCHEMA}.{passage_table_name(corpus)}",) * 2,
+         f"{SCHEMA}.{passage_index_name(corpus, corpus.column)}"),
+    ).fetchone()  # fmt: skip
     assert row is not None and sizes is not None
-    return PassageStats(int(row[3]), int(row[0]), int(row[1]), int(row[2]), *map(int, sizes))
+    return PassageStats(
+        int(row[3]), int(row[0]), int(row[1]), int(row[2]), int(sizes[0]), int(sizes[1]),
+        int(row[4]), int(sizes[2]),
+    )  # fmt: skip
 
 
 def passage_index_name(corpus: Corpus, column: str) -> str:
