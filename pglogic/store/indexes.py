@@ -46,7 +46,7 @@ from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import InvalidInput, PglogicError
 from pglogic.store.citus import distribution, with_propagation
 from pglogic.store.db import Connection
-from pglogic.store.passages import passage_table_name
+from pglogic.store.passages import passage_table_name, swap_passage_index
 
 #: Key space of the session advisory lock that serializes index commands on one corpus
 #: (``pg_advisory_lock(LOCK_SPACE, corpus id)``): the bytes of "pgli".
@@ -387,20 +387,11 @@ def _repair_passages(
     finished ``<name>_new`` (the client died before the swap) takes the place of ``<name>``."""
     table = passage_table_name(corpus)
     _drop_invalid(conn, _indexes(conn, corpus, table), say, note, " of the passages")
-    found = _indexes(conn, corpus, table)
-    for ix in found.values():
-        if not (ix.valid and ix.name.endswith("_new")):
-            continue
-        name = ix.name.removesuffix("_new")
-        with conn.transaction():
-            if name in found:
-                conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(SCHEMA, name)))
-            conn.execute(
-                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-                    sql.Identifier(SCHEMA, ix.name), sql.Identifier(name)
-                )
-            )
-        say(f"Swapped in {ix.name} as {name} (built by an interrupted passage index build)")
+    for ix in _indexes(conn, corpus, table).values():
+        if ix.valid and ix.name.endswith("_new"):
+            name = ix.name.removesuffix("_new")
+            swap_passage_index(conn, name)
+            say(f"Swapped in {ix.name} as {name} (built by an interrupted passage index build)")
 
 
 def swap(conn: Connection, corpus: Corpus, emb_id: int, name: str, params: dict[str, Any]) -> None:

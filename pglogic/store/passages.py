@@ -326,14 +326,24 @@ def build_passage_index(
             conn.execute(drop.format(sql.Identifier(SCHEMA, target)))
         raise
     if target != name:
-        with conn.transaction():
-            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(SCHEMA, name)))
-            conn.execute(
-                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-                    sql.Identifier(SCHEMA, target), sql.Identifier(name)
-                )
-            )
+        swap_passage_index(conn, name)
     conn.execute(sql.SQL("ANALYZE {}").format(table))
+
+
+def swap_passage_index(conn: Connection, name: str) -> None:
+    """Put the built index ``<name>_new`` of a passage table in the place of ``name`` (dropped
+    if it exists), in one transaction.
+
+    Example:
+        >>> swap_passage_index(conn, "corpus_1_passages_embedding_hnsw")  # doctest: +SKIP
+    """
+    with conn.transaction():
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(SCHEMA, name)))
+        conn.execute(
+            sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                sql.Identifier(SCHEMA, f"{name}_new"), sql.Identifier(name)
+            )
+        )
 
 
 @dataclass(frozen=True)
