@@ -33,7 +33,8 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -504,6 +505,16 @@ _EXECUTING: ContextVar[bool] = ContextVar("pglogic_executing", default=False)
 _EXACT: ContextVar[bool] = ContextVar("pglogic_exact", default=False)
 
 
+@contextmanager
+def _exact_pass() -> Iterator[None]:
+    """While in it, a :class:`LogicalSelect` compiles in exact mode (:data:`_EXACT`)."""
+    token = _EXACT.set(True)
+    try:
+        yield
+    finally:
+        _EXACT.reset(token)
+
+
 def _short(stmt: LogicalSelect, rows: Sequence[Any]) -> bool:
     """Whether the index scans returned fewer than the k rows the statement asks for (its own
     LIMIT k, no OFFSET), so that every row should be scored instead, as the corpus path does
@@ -568,11 +579,8 @@ def execute(session: Session, stmt: LogicalSelect) -> list[Row[Any]]:
     """
     rows = _execute(session, stmt)
     if _short(stmt, rows):
-        token = _EXACT.set(True)
-        try:
+        with _exact_pass():
             rows = _execute(session, stmt)
-        finally:
-            _EXACT.reset(token)
     return rows
 
 
@@ -602,11 +610,8 @@ async def execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row[
     """
     rows = await _execute_async(session, stmt)
     if _short(stmt, rows):
-        token = _EXACT.set(True)
-        try:
+        with _exact_pass():
             rows = await _execute_async(session, stmt)
-        finally:
-            _EXACT.reset(token)
     return rows
 
 
