@@ -219,12 +219,9 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert set(data["targets"]) >= {"NOT: NegRecall@10 at least 80% lower"}
     # of the traps dense ranks in its top 10, dense keeps all; the engine's share is a fraction
     kept = {m: with_not[m]["kept_dense_traps@10"] for m in ("dense", "pglogic[product-max-strong]")}
-    if kept["dense"] is not None:
-        assert kept["dense"] == 1.0 and 0.0 <= kept["pglogic[product-max-strong]"] < 1.0
-        target = data["targets"]["NOT: at least 80% of dense's top-10 traps excluded"]
-        assert target["excluded"] == pytest.approx(
-            1 - kept["pglogic[product-max-strong]"], abs=1e-5
-        )
+    assert kept["dense"] == 1.0 and 0.0 <= kept["pglogic[product-max-strong]"] < 1.0
+    target = data["targets"]["NOT: at least 80% of dense's top-10 traps excluded"]
+    assert target["excluded"] == pytest.approx(1 - kept["pglogic[product-max-strong]"], abs=1e-5)
     md = (out / "results.md").read_text()
     assert "## nDCG@10 by number of negations" in md and "Wilcoxon" in md
     assert "## Scoring modes and calibrated maps against pglogic[product-max-strong]" in md
