@@ -171,6 +171,14 @@ def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") ->
                 {q: per["documents"][q][metric] for q in qids}, {q: per[a][q][metric] for q in qids}
             )
             tests[f"{a} | {label}"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
+        if a == "max":
+            continue
+        for label, metric in (("NOT ndcg@10", "ndcg@10"), ("NOT negrecall@10", "negrecall@10")):
+            r = paired_test(
+                {q: per["max"][q][metric] for q in with_not},
+                {q: per[a][q][metric] for q in with_not},
+            )
+            tests[f"{a} | {label} | vs max"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
     separation = label_separation(ds, ids, docs, passages, emb)
     return {
         "dataset": name, "subset": subset, "documents": len(ids),
@@ -222,7 +230,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         "- Exact NumPy scoring over every long document (longer than the 254-word-piece window) "
         "of each corpus, and over all of its documents (`all`); default family with its AND "
         "texts; 30 derived queries per template; p = two-sided Wilcoxon against `documents` "
-        "(unadjusted).",
+        "(unadjusted), and on the NOT queries of `all` also against `max`.",
         "",
     ]
     if data.get("conclusions"):
@@ -246,6 +254,15 @@ def to_markdown(data: dict[str, Any]) -> str:
         out.append(md_table(
             ["aggregate", "NOT nDCG@10", "NOT NegRecall@10 ↓", "no-NOT nDCG@10"], rows
         ))  # fmt: skip
+        versus = [
+            f"`{a}` nDCG@10 {t['delta']:+.3f} (p {t['p']:.2g}), NegRecall@10 "
+            f"{u['delta']:+.3f} (p {u['p']:.2g})"
+            for a in d["table"]
+            if (t := d["tests"].get(f"{a} | NOT ndcg@10 | vs max"))
+            and (u := d["tests"].get(f"{a} | NOT negrecall@10 | vs max"))
+        ]
+        if versus:
+            out += ["", "Against `max` on the NOT queries: " + "; ".join(versus) + "."]
         s = d["separation"]["mean"]
         out += [
             "",
