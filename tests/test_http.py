@@ -551,3 +551,15 @@ def test_pglogic_serve_answers_over_tcp(news_dsn: str, tmp_path: Path) -> None:
         proc.wait(timeout=30)
     assert proc.stderr is not None
     assert f"serving http://127.0.0.1:{port}/" in proc.stderr.read()
+
+
+def test_the_http_choices_are_the_engines() -> None:
+    # pydantic needs literal choices; they must stay the engine's (a new value in the engine
+    # would otherwise be refused by HTTP only)
+    from typing import get_args
+
+    from pglogic.engine.options import MODES, PASSAGE_SCORES
+    from pglogic.integrations.http.routes import Mode, Options
+
+    assert set(get_args(Options.model_fields["passage_score"].annotation)) == set(PASSAGE_SCORES)
+    assert set(get_args(Mode)) == set(MODES)
