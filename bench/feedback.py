@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, machine_line, md_table, results_main
-from frontier import PER_TEMPLATE, REAL, metrics, objective, query_texts, summary
+from frontier import PER_TEMPLATE, REAL, leave_one_out, metrics, query_texts, summary
 from frontier import Corpus as Sims
 
 from pglogic.config import DEFAULT_MODEL
@@ -249,18 +249,7 @@ def run() -> dict[str, Any]:
     for cand in candidates():
         table[cand.name] = {n: evaluate(c, cand) for n, c in corpora.items()}
         print(cand.name, {n: round(v["ndcg"], 3) for n, v in table[cand.name].items()}, flush=True)
-    base = Candidate().name
-    loco = {}
-    for held in REAL:
-        tune = [n for n in REAL if n != held]
-        best = max(
-            table,
-            key=lambda m: objective(
-                {n: table[m][n] for n in tune}, {n: dense[n] for n in tune},
-                {n: table[base][n] for n in tune},
-            ),
-        )  # fmt: skip
-        loco[held] = {"chosen": best, "held_out": table[best][held]}
+    loco = leave_one_out(table, dense, Candidate().name)
     data = {"machine": machine_line(), "per_template": PER_TEMPLATE, "dense": dense,
             "candidates": table, "loco": loco,
             "auc": {n: separation(c) for n, c in corpora.items()}}  # fmt: skip

@@ -232,6 +232,25 @@ def objective(
     return nd - PENALTY * float(np.mean(excess))
 
 
+def leave_one_out(
+    table: dict[str, dict[str, dict[str, float]]], dense: dict[str, dict[str, float]], base: str
+) -> dict[str, dict[str, Any]]:
+    """For each real corpus: the candidate of ``table`` with the best :func:`objective` on the
+    other two (``base``: the old default of the rule), and its results on the held-out one."""
+    loco = {}
+    for held in REAL:
+        tune = [n for n in REAL if n != held]
+        old = {n: table[base][n] for n in tune}
+        best = max(
+            table,
+            key=lambda m: objective(
+                {n: table[m][n] for n in tune}, {n: dense[n] for n in tune}, old
+            ),
+        )
+        loco[held] = {"chosen": best, "tuned_on": tune, "held_out": table[best][held]}
+    return loco
+
+
 def candidates() -> list[Candidate]:
     """The grid: AND text weight × NOT power, the adaptive NOT, and the OR's text."""
     out = []
@@ -263,17 +282,7 @@ def main() -> None:
             for n, c in corpora.items()
         }
         print(cand.name, {n: round(v["ndcg"], 3) for n, v in table[cand.name].items()}, flush=True)
-    loco = {}
-    for held in REAL:
-        tune = [n for n in REAL if n != held]
-        old = {n: table[BASE][n] for n in tune}
-        best = max(
-            table,
-            key=lambda m: objective(
-                {n: table[m][n] for n in tune}, {n: dense[n] for n in tune}, old
-            ),
-        )
-        loco[held] = {"chosen": best, "tuned_on": tune, "held_out": table[best][held]}
+    loco = leave_one_out(table, dense, BASE)
     overall = max(table, key=lambda m: objective(table[m], dense, table[BASE]))
     data = {"machine": machine_line(), "per_template": PER_TEMPLATE, "dense": dense,
             "candidates": table, "loco": loco, "chosen_on_all": overall}  # fmt: skip
