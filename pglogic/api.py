@@ -27,6 +27,7 @@ from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.operators import DEFAULT_FAMILY
+from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.source import Corpus
 from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
 from pglogic.query import Node, to_tree
@@ -548,7 +549,7 @@ class PgLogic:
         lexical: str = "crisp",
         passages: bool = True,
         explain_passages: bool = False,
-        passage_score: str = "max",
+        passage_score: str = DEFAULT_PASSAGE_SCORE,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -568,8 +569,9 @@ class PgLogic:
         (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
         text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). On a corpus with
         passages, each term's truth is its best passage's (``passages=False``: the documents'
-        own vectors; ``passage_score="blend"``: a positive text's similarity is the mean of its best
-        passage's and the document's own vector's); ``explain_passages`` fills ``result.passages`` with the passage that
+        own vectors; ``passage_score``: ``blend-not``, the default, makes a positive text's similarity in a formula
+        with a negated term the mean of its best passage's and the document's own vector's;
+        ``max`` the best passage's always, ``blend`` in every formula); ``explain_passages`` fills ``result.passages`` with the passage that
         decided each similarity of each hit. Safe to call from many threads at once.
 
         Example:

@@ -39,7 +39,8 @@
 -- searches the documents' own vectors instead (the statement of a corpus without passages).
 -- Since migration 0011, option "passage_score": "blend" gives each text that is not a
 -- negated-only term the mean of its best passage's similarity and the document's own vector's
--- ("max", the default: the best passage's for every text).
+-- ("max": the best passage's for every text). Since migration 0012, "blend-not", the default,
+-- blends so in a formula with a negated-only term and takes the best passage in one without.
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -1343,11 +1344,12 @@ BEGIN
     use_passages := pglogic._bool_option(opts, 'passages', true);  -- (checked on any corpus)
     use_passages := use_passages AND c.passage_tokens IS NOT NULL;
     -- since migration 0011: how the passages make a text's similarity
-    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus)
-    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'max');
+    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus); since 0012 the default is
+    -- "blend-not" (pglogic.engine.options.DEFAULT_PASSAGE_SCORE)
+    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'blend-not');
     IF jsonb_typeof(opts -> 'passage_score') NOT IN ('string', 'null')
-       OR NOT passage_score = ANY (ARRAY['max', 'blend']) THEN
-        RAISE EXCEPTION 'Unknown passage score %: valid values are max, blend',
+       OR NOT passage_score = ANY (ARRAY['blend-not', 'max', 'blend']) THEN
+        RAISE EXCEPTION 'Unknown passage score %: valid values are blend-not, max, blend',
             CASE WHEN jsonb_typeof(opts -> 'passage_score') = 'string'
                  THEN quote_literal(passage_score)
                  ELSE pglogic._show(opts -> 'passage_score') END USING ERRCODE = '22023';
@@ -1493,12 +1495,15 @@ BEGIN
         -- the best over the document's passages (max, GROUP BY the document), the lexical
         -- truths are the document's own; exact: every (filtered) document with a passage.
         -- Since 0011, "passage_score": "blend" (pglogic.engine.compile._passage_sims): a text
-        -- that is not a negated-only term takes the mean of that and the document's own vector's
+        -- that is not a negated-only term takes the mean of that and the document's own vector's;
+        -- since 0012 "blend-not" does so when some term is negated-only (not a candidate term)
         passage_table := format('%s.%s', pglogic._qi('pglogic'),
                                 pglogic._qi(c.table_name || '_passages'));
         pemb := '"p".' || pglogic._qi(c.column_name);
         psims := array_to_string(ARRAY(
-            SELECT format(CASE WHEN passage_score = 'blend'
+            SELECT format(CASE WHEN (passage_score = 'blend' OR (passage_score = 'blend-not'
+                                                               AND NOT terms[1:n_terms]
+                                                                       <@ candidate_terms))
                                     AND (n > n_terms OR terms[n] = ANY (candidate_terms))
                                THEN '(%1$s + coalesce(nullif(1 - (%5$s <=> $1[%2$s]::vector(%3$s)),'
                                     ' ''NaN''), 0)) / 2 AS %4$s'

@@ -189,14 +189,14 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
     assert data["documents"] == 46
     # a corpus with passages (the default): the two layouts are compared as well
     assert data["methods"] == [
-        "dense", "dense@passages", "pglogic@documents", "pglogic[product-max-strong]",
+        "dense", "dense@passages", "pglogic@documents", "pglogic@max", "pglogic[product-max-strong]",
         "pglogic[itlr]", "pglogic-nsfl", "pglogic-sqo-rerank",
         "pglogic[product-max-strong|unsupervised]", "decomposed", "geometric",
     ]  # fmt: skip
     # the modes, the calibrated map and the other layouts are tested against the default engine
     assert set(data["versus_headline"]) == {
         "pglogic-nsfl", "pglogic-sqo-rerank", "pglogic[product-max-strong|unsupervised]",
-        "dense@passages", "pglogic@documents",
+        "dense@passages", "pglogic@documents", "pglogic@max",
     }  # fmt: skip
     groups = data["queries_per_group"]
     assert groups["given"] == 10 and groups["itlr3"] > 0 and groups["nsfl"] > 0

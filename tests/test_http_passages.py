@@ -80,12 +80,13 @@ def search(c: TestClient, **body: Any) -> httpx.Response:
 def test_explain_names_the_deciding_passage_of_each_text(
     client: TestClient, direct: PgLogic
 ) -> None:
-    body = search(client, explain=True).json()
+    # (max: every similarity is its deciding passage's; the default blends the positive ones)
+    body = search(client, explain=True, passage_score="max").json()
     ids = [h["id"] for h in body["hits"]]
     # the long story's wheat paragraph is past the model's window: its last passage has it
     assert ids.index("long-wheat") > ids.index("rates-1")
     assert ids.index("long-wheat") > ids.index("rates-2")
-    want = direct.search("news", QUERY, k=5, explain_passages=True)
+    want = direct.search("news", QUERY, k=5, explain_passages=True, passage_score="max")
     assert ids == [h.external_id for h in want.hits]
     for hit, py in zip(body["hits"], want.hits, strict=True):
         passages = hit["explain"]["passages"]
@@ -105,6 +106,10 @@ def test_explain_names_the_deciding_passage_of_each_text(
     short = next(h for h in body["hits"] if h["id"] == "rates-2")  # one passage: the story
     assert {p["ord"] for p in short["explain"]["passages"].values()} == {0}
     assert short["explain"]["passages"]["wheat exports"]["start"] == 0
+    # the default (blend-not): the negated term's similarity is still its deciding passage's
+    for hit in search(client, explain=True).json()["hits"]:
+        wheat = hit["explain"]["passages"]["wheat exports"]
+        assert wheat["similarity"] == pytest.approx(hit["similarities"]["wheat exports"], abs=1e-5)
 
 
 def test_passages_false_reads_the_documents_own_vectors(
@@ -123,14 +128,23 @@ def test_passages_false_reads_the_documents_own_vectors(
 
 def test_passage_score_blend_is_the_python_search(client: TestClient, direct: PgLogic) -> None:
     """ "passage_score": "blend" reaches the search (its hits and scores are Python's), the
-    compiled SQL shows the blended similarity, and an unknown value is refused (422)."""
+    compiled SQL shows the blended similarity, and an unknown value is refused (422); the
+    default, "blend-not", is "blend" with a NOT and "max" without."""
     body = search(client, passage_score="blend", include_sql=True).json()
     want = direct.search("news", QUERY, k=5, passage_score="blend").hits
     assert [h["id"] for h in body["hits"]] == [h.external_id for h in want]
     assert [h["score"] for h in body["hits"]] == pytest.approx([h.score for h in want])
-    plain = search(client).json()
+    plain = search(client, passage_score="max").json()
     assert [h["score"] for h in plain["hits"]] != [h["score"] for h in body["hits"]]
     assert ") / 2 AS" in body["sql"]["text"]
+    # the default, blend-not: blend in this formula with a NOT; max in one without
+    default = search(client).json()
+    assert [h["score"] for h in default["hits"]] == pytest.approx([h.score for h in want])
+    no_not = {"query": '"central bank interest rates" AND "wheat exports"'}
+    assert (
+        search(client, **no_not).json()["hits"]
+        == search(client, **no_not, passage_score="max").json()["hits"]
+    )
     res = client.post("/v1/search", json={"corpus": "news", "query": QUERY, "passage_score": "min"})
     assert res.status_code == 422, res.text
 

@@ -134,7 +134,7 @@ def test_not_sees_the_last_passage_and_explain_names_it(news: PgLogic) -> None:
     assert single.index("long-wheat") < 2 and cut.index("long-wheat") < 2
     assert over.index("long-wheat") > over.index("rates-1")
     assert over.index("long-wheat") > over.index("rates-2")
-    res = news.search("news", q, k=5, explain_passages=True)
+    res = news.search("news", q, k=5, explain_passages=True, passage_score="max")
     hit = next(h for h in res.hits if h.external_id == "long-wheat")
     deciding = {p.term: p for p in res.passages[hit.id]}
     wheat = deciding["wheat exports"]
@@ -154,7 +154,7 @@ def test_blend_keeps_the_not_and_averages_positive_texts_with_the_document(news:
     assert ids.index("long-wheat") > ids.index("rates-1")
     assert ids == [h.external_id for h in news.search("news", q, k=5, passage_score="blend",
                                                       exact=True).hits]  # fmt: skip
-    best = {h.external_id: h for h in news.search("news", q, k=5).hits}
+    best = {h.external_id: h for h in news.search("news", q, k=5, passage_score="max").hits}
     own = {h.external_id: h for h in news.search("news", q, k=5, passages=False).hits}
     for h in blend.hits:  # the NOT's term: its best passage; the positive term: the mean
         assert h.similarities["wheat exports"] == pytest.approx(
@@ -168,6 +168,27 @@ def test_blend_keeps_the_not_and_averages_positive_texts_with_the_document(news:
             assert h.similarities[pos] == pytest.approx(mean, abs=1e-5)
     with pytest.raises(InvalidInput, match="Unknown passage score 'min'"):
         news.search("news", q, passage_score="min")
+
+
+@pytest.mark.db
+@pytest.mark.model
+def test_the_default_blends_in_formulas_with_a_not_and_takes_the_best_passage_without(
+    news: PgLogic,
+) -> None:
+    """``blend-not`` (the default): a formula with a negated term is scored as ``blend``, one
+    without as ``max``; approximate and exact agree."""
+
+    def run(q: str, **kw: object) -> list[tuple[str, float]]:
+        hits = news.search("news", q, k=5, **kw).hits  # type: ignore[arg-type]
+        return [(h.external_id, round(h.score, 5)) for h in hits]
+
+    with_not = '"central bank interest rates" AND NOT "wheat exports"'
+    assert (
+        run(with_not) == run(with_not, passage_score="blend") != run(with_not, passage_score="max")
+    )
+    assert run(with_not) == run(with_not, exact=True)
+    for q in ('"central bank interest rates" AND "wheat exports"', '"wheat exports"'):
+        assert run(q) == run(q, passage_score="max") != run(q, passage_score="blend")
 
 
 @pytest.mark.db
@@ -270,6 +291,14 @@ def test_cli_explain_shows_the_deciding_passage_and_show_counts_passages(
     assert re.search(
         r'long-wheat  "wheat exports" 0\.\d+  passage [1-9]\d* \[\d+:\d+\]', out.stdout
     )
+    # the default blends the positive term with the document's own vector: both are shown
+    assert re.search(
+        r'long-wheat  "central bank interest rates" 0\.\d+ \(with the document\'s own vector: '
+        r"0\.\d+\)  passage \d+",
+        out.stdout,
+    )
+    maxed = run_cli("search", "news", q, "--explain", "-k", "5", "--passage-score", "max", env=env)
+    assert "own vector" not in maxed.stdout
     js = run_cli("search", "news", q, "--json", "-k", "5", env=env)
     rows = [json.loads(x) for x in js.stdout.splitlines()]
     assert all(set(r["passages"]) >= {"central bank interest rates", "wheat exports"} for r in rows)

@@ -270,26 +270,35 @@ def test_passages_option_errors(synth_dsn: str) -> None:
         vec = {"term": "a", "vector": [0.1] * 384}
         for bad, shown in (("min", "'min'"), (3, "3")):
             exc = sql_error(conn, "synthp", {"tree": vec, "passage_score": bad})
-            assert message(exc) == f"Unknown passage score {shown}: valid values are max, blend"
+            assert (
+                message(exc)
+                == f"Unknown passage score {shown}: valid values are blend-not, max, blend"
+            )
         with pytest.raises(InvalidInput) as py:  # the Python message, the same words
             compile_query(parse('"a"'), get_corpus(conn, "synthp"),
                           SearchOptions(passage_score="min"))  # fmt: skip
-        assert str(py.value) == "Unknown passage score 'min': valid values are max, blend"
+        assert (
+            str(py.value) == "Unknown passage score 'min': valid values are blend-not, max, blend"
+        )
 
 
+@pytest.mark.parametrize("how", ["blend", "blend-not", "max"])
 @pytest.mark.parametrize(
     ("query", "exact"),
-    [(q, e) for q in ('"a"', '"a" AND NOT "b"', '"a" OR "b" AND NOT "c"', '"a" AND "b"')
+    [(q, e) for q in ('"a"', '"a" AND NOT "b"', '"a" OR "b" AND NOT "c"', '"a" AND "b"',
+                      '"a" AND NOT NOT "b"', '"a" AND NOT ("b" AND NOT "a")')
      for e in (False, True)] + [('NOT "a"', True)],
     ids=str,
 )  # fmt: skip
 def test_blend_is_the_python_statement_and_blends_positive_texts_only(
-    synth_dsn: str, query: str, exact: bool
+    synth_dsn: str, query: str, exact: bool, how: str
 ) -> None:
     """``"passage_score": "blend"``: the compiler's statement, text for text; a text that is
     not a negated-only term (a positive term, an AND's own text) is the mean of its best
-    passage and the document's own vector, a negated term keeps its best passage."""
-    opts = SearchOptions(passage_score="blend", exact=exact)
+    passage and the document's own vector, a negated term keeps its best passage.
+    ``"blend-not"`` (the default) blends so only in a formula with a negated-only term, and
+    ``"max"`` never."""
+    opts = SearchOptions(passage_score=how, exact=exact)
     with connect(synth_dsn) as conn:
         assert_plan_is_pythons(conn, query, opts, "synthp")
         corpus = get_corpus(conn, "synthp")
@@ -298,9 +307,10 @@ def test_blend_is_the_python_statement_and_blends_positive_texts_only(
     tree = parse(query)
     scored = compile_query(tree, corpus, opts).terms
     negated_only = set(negated_only_terms(tree))
+    blends = how == "blend" or (how == "blend-not" and bool(negated_only))
     for i, t in enumerate(scored):
         blended = f') / 2 AS "s{i}"' in text
-        assert blended == (t not in negated_only), (t, text)
+        assert blended == (blends and t not in negated_only), (t, text)
 
 
 # -- pglogic.search over passages: the Python search's rows on real documents ----------------------
@@ -363,10 +373,13 @@ def test_passages_change_the_ranking(news: Conn, fixed: FixedEmbedder) -> None:
         SearchOptions(k=10, passage_score="blend"),
         SearchOptions(k=10, passage_score="blend", exact=True),
         SearchOptions(k=10, passage_score="blend", filters=[parse_filter("n>=5")]),
+        SearchOptions(k=10, passage_score="max"),
+        SearchOptions(k=10, passage_score="max", exact=True),
     ],
     ids=["godel-affine", "iterative", "exact", "exact-all", "no-guide", "term-scans",
          "guide-only", "no-iterative", "itlr-no-and-text", "filter", "filter-depth", "filters",
-         "filter-overfetch", "filter-exact", "blend", "blend-exact", "blend-filter"],
+         "filter-overfetch", "filter-exact", "blend", "blend-exact", "blend-filter", "max",
+         "max-exact"],
 )  # fmt: skip
 def test_passage_search_options_rank_like_python(
     news: Conn, fixed: FixedEmbedder, opts: SearchOptions

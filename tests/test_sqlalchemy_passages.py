@@ -125,12 +125,14 @@ def _rows(dsn: str, stmt: Any) -> list[Any]:
 
 
 def _reference(
-    query: str, lang: str | None = None, mine: bool = False, blend: bool = False
+    query: str, lang: str | None = None, mine: bool = False, how: str = "blend-not"
 ) -> list[tuple[int, float]]:
     """(article id, score) by NumPy: each term's similarity the best over the passages (with
-    ``blend``, a positive term's the mean of that and the article's own vector's)."""
+    ``how="blend"``, and ``"blend-not"``, the default, when a term is negated, a positive term's
+    is the mean of that and the article's own vector's)."""
     tree = parse(query)
     negated_only = set(negated_only_terms(tree))
+    blend = how == "blend" or (how == "blend-not" and bool(negated_only))
     ids: list[int] = []
     sims: dict[str, list[float]] = {t: [] for t in TERMS}
     for aid, (_, alang, _, vecs) in _all_articles().items():
@@ -262,7 +264,7 @@ def test_blend_takes_the_mean_of_the_best_passage_and_the_articles_own_vector(db
     for q in QUERIES:
         got = _rows(db, search(q, k=6, passage_score="blend"))
         want = _rows(db, search(q, k=6, passage_score="blend", exact=True))
-        ref = _reference(q, blend=True)[:6]
+        ref = _reference(q, how="blend")[:6]
         assert [r[0].id for r in got] == [r[0].id for r in want] == [i for i, _ in ref], q
         assert [r.score for r in got] == pytest.approx([s for _, s in ref], abs=1e-6)
     (long_,) = _rows(db, search('"x" AND NOT "y"', k=1, passage_score="blend")
@@ -274,6 +276,23 @@ def test_blend_takes_the_mean_of_the_best_passage_and_the_articles_own_vector(db
     with pytest.raises(InvalidInput, match=r"blend.*own embedding column"):
         logical_search(Article, None, '"x"', vectors=TERMS, passages=ArticlePassage,
                        passage_score="blend")  # fmt: skip
+
+
+def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: str) -> None:
+    """With the articles' own vectors the default is the engine's, ``blend-not``: as ``blend``
+    in a formula with a negated term, as ``max`` in one without (the NumPy references); without
+    them it is ``max``."""
+    for q in QUERIES:
+        got = _rows(db, search(q, k=6))
+        ref = _reference(q)[:6]
+        assert [r[0].id for r in got] == [i for i, _ in ref], q
+        assert [r.score for r in got] == pytest.approx([s for _, s in ref], abs=1e-6)
+        assert [r.score for r in got] == pytest.approx(
+            [s for _, s in _reference(q, how="blend" if "NOT" in q else "max")[:6]], abs=1e-6
+        )
+    own_less = logical_search(Article, None, '"x" AND NOT "y"', vectors=TERMS,
+                              passages=ArticlePassage, k=6)  # fmt: skip
+    assert own_less.pglogic_spec.options.passage_score == "max"
 
 
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:
@@ -344,7 +363,9 @@ def test_articles_without_their_own_vector(db: str) -> None:
     q = '"x" AND NOT "y"'
     stmt = logical_search(Article, None, q, k=4, vectors=TERMS, passages=ArticlePassage)
     assert '"embedding"' not in stmt.pglogic_compiled().as_string()  # the ranking reads no such
-    assert [r[0].id for r in _rows(db, stmt)] == [r[0].id for r in _rows(db, search(q, k=4))]
+    # (the default is then max: every text's best passage)
+    want = _rows(db, search(q, k=4, passage_score="max"))
+    assert [r[0].id for r in _rows(db, stmt)] == [r[0].id for r in want]
 
 
 # -- the real model -------------------------------------------------------------------------------

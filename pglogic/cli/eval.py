@@ -144,7 +144,8 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
     default=True,
     show_default=True,
     help="Load the documents into a corpus with passages (each term's truth is its best "
-    "passage's; dense@passages and pglogic@documents compare the layouts) or one vector each.",
+    "passage's; dense@passages, pglogic@documents and pglogic@max, every text's best passage, "
+    "compare the layouts) or one vector each.",
 )
 @click.option("--passage-tokens", type=int, metavar="N", help="Word pieces per passage.")
 @click.option("--passage-overlap", type=int, metavar="N", help="Word pieces shared by neighbours.")

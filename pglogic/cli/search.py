@@ -18,7 +18,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
-from pglogic.engine.options import LEXICAL, PASSAGE_SCORES
+from pglogic.engine.options import DEFAULT_PASSAGE_SCORE, LEXICAL, PASSAGE_SCORES
 
 if TYPE_CHECKING:
     from pglogic.engine.compile import SearchOptions
@@ -184,10 +184,11 @@ def search_options(f: Any) -> Any:
 @click.option(
     "--passage-score",
     type=click.Choice(list(PASSAGE_SCORES)),
-    default="max",
+    default=DEFAULT_PASSAGE_SCORE,
     show_default=True,
-    help="Over passages: each text's best passage (max), or for positive texts the mean of it "
-    "and the document's own vector (blend; docs/passages.md).",
+    help="Over passages: each text's best passage (max); for positive texts the mean of it and "
+    "the document's own vector (blend), or that only in formulas with a NOT (blend-not; "
+    "docs/passages.md).",
 )
 @click.option(
     "--explain",

@@ -249,5 +249,8 @@ def print_passages(result: SearchResult) -> None:
             snippet = snippet if len(snippet) <= 90 else snippet[:89] + "…"
             line = Text(f"  #{i} {h.external_id}  ")
             line.append(f'"{p.term}" {p.similarity:.3f}', style="bold")
+            own = h.similarities.get(p.term)
+            if own is not None and abs(own - p.similarity) > 5e-4:  # a blended positive text
+                line.append(f" (with the document's own vector: {own:.3f})")
             line.append(f"  passage {p.ord} [{p.start}:{p.end}]  {snippet}")
             console.print(line)

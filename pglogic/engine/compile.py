@@ -1008,15 +1008,17 @@ def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
 
 
 def _passage_sims(parts: _Parts) -> sql.Composable:
-    """Every similarity as the best over the document's passages (``blend``: a positive text's
-    is the mean of that and the document's own vector's), then the lexical truths (of the
-    document's own words)."""
+    """Every similarity as the best over the document's passages (``blend``, and ``blend-not`` in
+    a formula with a negated term: a positive text's is the mean of that and the document's own
+    vector's), then the lexical truths (of the document's own words)."""
     src, pre = parts.src, parts.pre
     negated = set(negated_only_terms(parts.tree))
+    how = parts.opts.passage_score
+    blend = how == "blend" or (how == "blend-not" and bool(negated))
 
     def item(text: str | None, vector: str, name: str) -> sql.Composable:
         value = _best_passage(src, pre, vector)
-        if parts.opts.passage_score == "blend" and text not in negated:
+        if blend and text not in negated:
             own = _cosine(_distance(src, pre, vector))
             value = sql.SQL("({} + {}) / 2").format(value, own)
         return sql.SQL("{} AS {}").format(value, sql.Identifier(name))

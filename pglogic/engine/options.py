@@ -38,11 +38,16 @@ MODES: dict[str, str] = {
 
 #: How a document's passages make a semantic text's similarity (``SearchOptions.passage_score``).
 PASSAGE_SCORES: dict[str, str] = {
+    "blend-not": "in a formula with a NOT (a negated term), blend; in one without, max (the "
+    "default: fewer traps than max, the same ranking without NOT; bench/results/passage_choice.md)",
     "max": "the best passage's, for every text (a NOT means: no passage is about it)",
     "blend": "a negated term: the best passage's; a positive text: the mean of the best passage's "
     "and the document's own vector's (less pull from long documents' many passages; "
     "bench/results/passages_aggregate.md)",
 }
+
+#: The default passage score, chosen leaving one corpus out (``bench/passage_choice.py``).
+DEFAULT_PASSAGE_SCORE = "blend-not"
 
 #: The truth values of a lexical term (``SearchOptions.lexical``).
 LEXICAL: dict[str, str] = {
@@ -117,4 +122,4 @@ class SearchOptions:
     and_text: int = DEFAULT_AND_TEXT
     lexical: str = "crisp"
     passages: bool = True
-    passage_score: str = "max"
+    passage_score: str = DEFAULT_PASSAGE_SCORE

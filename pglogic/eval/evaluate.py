@@ -35,7 +35,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -70,10 +70,12 @@ from pglogic.store.search import execute, server_has_iterative_scan
 #: Documents retrieved per query (mAP@100 and Recall@100 need 100).
 K = 100
 DENSE = "dense"
-#: On a corpus with passages: dense retrieval by each document's best passage, and the
-#: default engine over the documents' own vectors (what a single-vector corpus gives).
+#: On a corpus with passages: dense retrieval by each document's best passage, the default
+#: engine over the documents' own vectors (what a single-vector corpus gives), and the default
+#: engine with every text's similarity its best passage's (``passage_score="max"``).
 DENSE_PASSAGES = "dense@passages"
 HEADLINE_DOCUMENTS = "pglogic@documents"
+HEADLINE_MAX = "pglogic@max"
 DECOMPOSED = "decomposed"
 GEOMETRIC = "geometric"
 GIVEN = "given"
@@ -369,6 +371,13 @@ class _Runner:
             out[HEADLINE_DOCUMENTS] = self.timed(
                 HEADLINE_DOCUMENTS, partial(_ranked, self.conn, compiled, vectors)
             )
+            opts = replace(opts, passages=True, passage_score="max")
+            compiled = compile_query(
+                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            )
+            out[HEADLINE_MAX] = self.timed(
+                HEADLINE_MAX, partial(_ranked, self.conn, compiled, vectors)
+            )
         for fam in self.families:
             opts = SearchOptions(
                 k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
@@ -464,8 +473,9 @@ def evaluate_dataset(
     """Evaluate every method on ``ds`` (derived queries by default) and summarise.
 
     ``layout`` (passages, passage_tokens, passage_overlap) is the corpus's: with passages
-    (the default) every engine method scores each document's best passage per term, and two
-    more methods compare the layouts: :data:`DENSE_PASSAGES` and :data:`HEADLINE_DOCUMENTS`.
+    (the default) every engine method scores each document's best passage per term, and three
+    more methods compare the layouts and passage scores: :data:`DENSE_PASSAGES`,
+    :data:`HEADLINE_DOCUMENTS` and :data:`HEADLINE_MAX`.
 
     ``truth`` is the engine's similarity-to-truth map (``clamp``, ``affine`` or a calibrated
     ``sigmoid:TAU:LAMBDA`` from :func:`calibrate_dataset`); the baselines do not use one.
@@ -532,7 +542,7 @@ def summarise(result: EvalResult) -> None:
     for m in result.methods:
         if DENSE in result.per_query and m != DENSE:
             result.significance[m] = tests(DENSE, m)
-        layouts = (HEADLINE_DOCUMENTS, DENSE_PASSAGES)
+        layouts = (HEADLINE_DOCUMENTS, HEADLINE_MAX, DENSE_PASSAGES)
         if HEADLINE in result.per_query and (m.startswith("pglogic-") or "|" in m or m in layouts):
             result.versus_headline[m] = tests(HEADLINE, m)
 
@@ -605,6 +615,7 @@ __all__ = [
     "GEOMETRIC",
     "HEADLINE",
     "HEADLINE_DOCUMENTS",
+    "HEADLINE_MAX",
     "METRICS",
     "EvalResult",
     "K",

@@ -54,6 +54,7 @@ from sqlalchemy.sql.util import find_tables
 from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
 from pglogic.engine.operators import DEFAULT_FAMILY
+from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.errors import InvalidInput
 from pglogic.query import Node, matches, positive_matches, positive_terms, to_tree
 from pglogic.store.citus import PROPAGATE
@@ -227,7 +228,7 @@ def logical_search(
     passages: Any = None,
     passage_doc: Any = None,
     passage_embedding: Any = None,
-    passage_score: str = "max",
+    passage_score: str | None = None,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -248,8 +249,10 @@ def logical_search(
     come from HNSW scans of the passages (index them), and a document without passages is never
     found. ``embedding`` may be None when the documents have no vector of their own.
     ``passage_score="blend"`` makes a positive text's similarity the mean of its best passage's
-    and the document's own vector's (:data:`pglogic.engine.options.PASSAGE_SCORES`; it needs
-    ``embedding``).
+    and the document's own vector's, ``"blend-not"`` does so in a formula with a negated term
+    only, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; both blends need
+    ``embedding``). The default is the engine's, ``blend-not``, when ``embedding`` is given,
+    else ``max``.
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -283,14 +286,18 @@ def logical_search(
             )
         emb_name = emb_name or pas.embedding
     tree = to_tree(query)
+    if passage_score is None:
+        passage_score = DEFAULT_PASSAGE_SCORE if emb_col is not None else "max"
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score,
     )  # fmt: skip
-    if passage_score == "blend" and (pas is None or emb_col is None):
+    if passage_score in ("blend", "blend-not") and pas is not None and emb_col is None:
         raise InvalidInput(
-            'passage_score="blend" needs passages= and the documents\' own embedding column'
+            f"passage_score={passage_score!r} needs the documents' own embedding column"
         )
+    if passage_score == "blend" and pas is None:
+        raise InvalidInput('passage_score="blend" needs passages=')
     lex_name = lexical_column.name if lexical_column is not None else None
     probe_src = Source(
         psql.Identifier(table.name), None, "id", "e", dim, (),

@@ -98,10 +98,11 @@ class Options(BaseModel):
         description="On a corpus with passages, each term's similarity is its best passage's "
         "(false: the documents' own vectors, the first window of their text)",
     )
-    passage_score: Literal["max", "blend"] = Field(
-        "max",
-        description="Over passages, a text's similarity: the best passage's (max), or for a "
-        "positive text the mean of that and the document's own vector's (blend)",
+    passage_score: Literal["blend-not", "max", "blend"] = Field(
+        "blend-not",
+        description="Over passages, a text's similarity: the best passage's (max); for a "
+        "positive text the mean of that and the document's own vector's (blend), or that only in "
+        "a formula with a negated term (blend-not, the default)",
     )
 
 

@@ -1,0 +1,49 @@
+"""``pglogic.search()`` takes ``"passage_score": "blend-not"``, its new default, as the Python search.
+
+Applies ``versions/sql/0012_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). One change: the option ``"passage_score"`` takes
+``"blend-not"``, now the default when the option is absent or null (``"max"`` and ``"blend"``
+as before; anything else is refused with the Python error's text). Over passages,
+``"blend-not"`` is ``"blend"`` in a formula with a negated-only term (every scored text that is
+not one takes the mean of its best passage's similarity and the document's own vector's) and
+``"max"`` in a formula without one: the statement of ``pglogic.engine.compile._passage_sims``
+text for text. Chosen leaving one corpus out in ``bench/results/passage_choice.md``. No
+function changes its arguments or result type.
+
+Downgrading applies 0011's ``0011_search.sql`` again (the default is then ``"max"``).
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-26
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0012_search.sql"))
+
+
+def downgrade() -> None:
+    _run(_frozen("0011_search.sql"))
