@@ -13,7 +13,9 @@ similarity comes from a document's passages, separately for formulas with a NOT 
   positive text ``w`` × the document's own vector + (1 − w) × the best passage; a formula
   without NOT takes the best passage (``w`` = 1: the positive texts of a NOT formula use the
   document's own vector; ``w`` = 0.5 is ``blend-not``); ``…, else blend``: a formula without
-  NOT blends.
+  NOT blends;
+* ``max`` and the ``NOT: own w, else max`` (w ≥ 0.5) with a stronger NOT, ``(1 − x)^γ`` for
+  γ 1.5, 1.75 and 2 (the default family's is 1.25).
 
 The choice is :func:`frontier.leave_one_out` with :func:`frontier.objective`, the rule every
 default was chosen by: per held-out corpus, the candidate with the best mean nDCG@10 minus the
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,72 +42,58 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
 from frontier import CUT, KEEP, PENALTY, REAL, leave_one_out, objective
-from passages_aggregate import load_corpus, per_document
+from passages_aggregate import Variant, score_variants
 
-from pglogic.config import DEFAULT_MODEL
-from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
-from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.eval.data import load_dataset
-from pglogic.eval.derive import derive_queries
-from pglogic.eval.metrics import evaluate_run, paired_test
-from pglogic.query import negated_only_terms
+from pglogic.eval.metrics import paired_test
 
 NAME = "passage_choice"
 BASE = "max"
 K = 100
 WEIGHTS = (0.25, 0.5, 0.75, 1.0)
+GAMMA = 1.25  # the default family's NOT power, (1 − x)^1.25
+STRONGER = (1.5, 1.75, 2.0)
 LOCO_HEADER = ["held-out corpus", "chosen on the other two", "nDCG@10 (Δ max)", "NOT nDCG@10",
                "no-NOT nDCG@10", "NegRecall@10 / dense"]  # fmt: skip
 TEST_HEADER = ["dataset", "candidate", "nDCG@10", "NOT nDCG@10", "no-NOT nDCG@10",
                "NOT NegRecall@10 ↓"]  # fmt: skip
 
 
-def candidates() -> dict[str, tuple[float, float, float]]:
+def candidates() -> dict[str, tuple[float, float, float, float]]:
     """name -> (own-vector weight of a positive text in a NOT formula, of a text in a formula
-    without NOT, of a negated term); the rest of each is the best passage's."""
-    out = {"max": (0.0, 0.0, 0.0), "documents": (1.0, 1.0, 1.0), "blend": (0.5, 0.5, 0.0)}
+    without NOT, of a negated term; the rest of each is the best passage's; the NOT's power γ)."""
+    out = {"max": (0.0, 0.0, 0.0, GAMMA), "documents": (1.0, 1.0, 1.0, GAMMA),
+           "blend": (0.5, 0.5, 0.0, GAMMA)}  # fmt: skip
     for w in WEIGHTS:  # (w = 0.5: the engine's blend-not)
-        out["blend-not" if w == 0.5 else f"NOT: own {w:g}, else max"] = (w, 0.0, 0.0)
-        out[f"NOT: own {w:g}, else blend"] = (w, 0.5, 0.0)
+        out["blend-not" if w == 0.5 else f"NOT: own {w:g}, else max"] = (w, 0.0, 0.0, GAMMA)
+        out[f"NOT: own {w:g}, else blend"] = (w, 0.5, 0.0, GAMMA)
+    for g in STRONGER:
+        out[f"max, NOT γ={g:g}"] = (0.0, 0.0, 0.0, g)
+        for w in WEIGHTS[1:]:
+            name = "blend-not" if w == 0.5 else f"NOT: own {w:g}, else max"
+            out[f"{name}, NOT γ={g:g}"] = (w, 0.0, 0.0, g)
     return out
+
+
+def _mix(w_not: float, w_plain: float, w_neg: float) -> Variant:
+    """A text's similarity: its own-vector weight by role, the rest its best passage's."""
+
+    def variant(values: dict[str, np.ndarray], negated: bool, has_not: bool) -> np.ndarray:
+        w = w_neg if negated else (w_not if has_not else w_plain)
+        return w * values["documents"] + (1 - w) * values["max"]
+
+    return variant
 
 
 def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
     """Per candidate: the summary row of :func:`frontier.objective` and per-query metrics."""
-    ds = load_dataset(SHARED_DATA / name)
-    ids, docs, passages = load_corpus(dsn, f"eval_{ds.name}")
-    derived = derive_queries(ds, per_template=per_template)
-    emb = get_query_embedder(DEFAULT_MODEL)
-    texts = sorted({t for q in derived.queries for t in scored_terms(q.tree, DEFAULT_AND_TEXT)})
-    vecs = dict(zip(texts, emb.embed(texts), strict=True))
-    pm = np.concatenate(passages)
-    starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
-    kinds = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
     cands = candidates()
-    runs: dict[str, dict[str, list[str]]] = {c: {} for c in cands}
-    for q in derived.queries:
-        neg = set(negated_only_terms(q.tree))
-        tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
-        qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
-        for c, (w_not, w_plain, w_neg) in cands.items():
-            sims = {}
-            for t in qtexts:
-                w = w_neg if t in neg else (w_not if q.n_negations else w_plain)
-                sims[t] = w * kinds[t]["documents"] + (1 - w) * kinds[t]["max"]
-            scores = evaluate_numpy(tree, sims, DEFAULT_FAMILY)
-            top = np.argsort(-scores, kind="stable")[:K]
-            runs[c][q.id] = [ids[i] for i in top]
-    relevant = {q.id: q.relevant for q in derived.queries}
-    negatives = {q.id: q.negatives for q in derived.queries}
-    per = {c: evaluate_run(r, relevant, negatives) for c, r in runs.items()}
-    nots = [q.id for q in derived.queries if q.n_negations > 0]
-    plain = [q.id for q in derived.queries if q.n_negations == 0]
-
-    def mean(c: str, metric: str, qids: list[str]) -> float:
-        vals = [per[c][q][metric] for q in qids if per[c][q][metric] == per[c][q][metric]]
-        return statistics.fmean(vals) if vals else float("nan")
-
+    sc = score_variants(
+        dsn, load_dataset(SHARED_DATA / name), per_template,
+        {c: _mix(*w[:3]) for c, w in cands.items()},
+        {c: f"and=product,or=max,not=complement^{w[3]:g}" for c, w in cands.items()},
+    )  # fmt: skip
+    nots, plain, mean, per = sc.with_not, sc.without, sc.mean, sc.per
     rows = {
         c: {
             "ndcg": mean(c, "ndcg@10", nots + plain),
@@ -130,7 +117,7 @@ def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
                 {q: per[BASE][q][metric] for q in qids}, {q: per[c][q][metric] for q in qids}
             )
             tests[f"{c} | {label}"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
-    return {"dataset": name, "documents": len(ids), "with_not": len(nots),
+    return {"dataset": name, "documents": len(sc.ids), "with_not": len(nots),
             "without_not": len(plain), "rows": rows, "tests": tests}  # fmt: skip
 
 

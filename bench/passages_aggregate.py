@@ -34,6 +34,8 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +118,41 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") -> dict[str, Any]:
-    """Score every query with every aggregate; the label separation. ``subset``: ``long``
-    (the documents longer than the window) or ``all``."""
-    ds = load_dataset(SHARED_DATA / name)
-    if subset == "long":
-        ds = long_only(ds, tokenizer_of(get_embedder(DEFAULT_MODEL)))
+#: How a variant makes a text's similarity per document: (the text's per-document values of
+#: :func:`per_document`, is it a negated-only term, has the formula a negated term) -> values.
+Variant = Callable[[dict[str, np.ndarray], bool, bool], np.ndarray]
+
+
+@dataclass
+class Scored:
+    """Every derived query of a corpus ranked exactly by every variant: per-query metrics
+    (:func:`pglogic.eval.metrics.evaluate_run`) and the corpus's vectors."""
+
+    ids: list[str]
+    docs: np.ndarray
+    passages: list[np.ndarray]
+    per: dict[str, dict[str, dict[str, float]]]
+    with_not: list[str]
+    without: list[str]
+
+    def mean(self, variant: str, metric: str, qids: list[str]) -> float:
+        """The mean of ``metric`` over ``qids`` (undefined values left out)."""
+        vals = [self.per[variant][q][metric] for q in qids]
+        vals = [v for v in vals if v == v]
+        return statistics.fmean(vals) if vals else float("nan")
+
+
+def score_variants(
+    dsn: str,
+    ds: Any,
+    per_template: int,
+    variants: dict[str, Variant],
+    families: dict[str, str] | None = None,
+) -> Scored:
+    """Rank every derived query of ``ds`` (its corpus ``eval_<name>`` read from ``dsn``) over
+    all its documents with each variant's similarities, the default AND texts and the variant's
+    operator family in ``families`` (default: the engine's)."""
+    families = families or {}
     ids, docs, passages = load_corpus(dsn, f"eval_{ds.name}")
     derived = derive_queries(ds, per_template=per_template)
     emb = get_query_embedder(DEFAULT_MODEL)
@@ -130,25 +161,41 @@ def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") ->
     pm = np.concatenate(passages)
     starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
     values = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
-    runs: dict[str, dict[str, list[str]]] = {a: {} for a in AGGREGATES}
+    runs: dict[str, dict[str, list[str]]] = {a: {} for a in variants}
     for q in derived.queries:
         neg = set(negated_only_terms(q.tree))
         tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
         qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
-        for a, (pos_kind, neg_kind) in AGGREGATES.items():
-            sims = {t: values[t][neg_kind if t in neg else pos_kind] for t in qtexts}
-            scores = evaluate_numpy(tree, sims, DEFAULT_FAMILY)
+        for a, variant in variants.items():
+            sims = {t: variant(values[t], t in neg, bool(neg)) for t in qtexts}
+            scores = evaluate_numpy(tree, sims, families.get(a, DEFAULT_FAMILY))
             top = np.argsort(-scores, kind="stable")[:K]
             runs[a][q.id] = [ids[i] for i in top]
     relevant = {q.id: q.relevant for q in derived.queries}
     negatives = {q.id: q.negatives for q in derived.queries}
-    per = {a: evaluate_run(r, relevant, negatives) for a, r in runs.items()}
-    with_not = [q.id for q in derived.queries if q.n_negations > 0]
-    without = [q.id for q in derived.queries if q.n_negations == 0]
+    return Scored(
+        ids, docs, passages, {a: evaluate_run(r, relevant, negatives) for a, r in runs.items()},
+        [q.id for q in derived.queries if q.n_negations > 0],
+        [q.id for q in derived.queries if q.n_negations == 0],
+    )  # fmt: skip
 
-    def mean(a: str, metric: str, qids: list[str]) -> float:
-        vals = [per[a][q][metric] for q in qids if per[a][q][metric] == per[a][q][metric]]
-        return statistics.fmean(vals) if vals else float("nan")
+
+def _aggregate(pos_kind: str, neg_kind: str) -> Variant:
+    return lambda values, negated, _has_not: values[neg_kind if negated else pos_kind]
+
+
+def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") -> dict[str, Any]:
+    """Score every query with every aggregate; the label separation. ``subset``: ``long``
+    (the documents longer than the window) or ``all``."""
+    ds = load_dataset(SHARED_DATA / name)
+    if subset == "long":
+        ds = long_only(ds, tokenizer_of(get_embedder(DEFAULT_MODEL)))
+    sc = score_variants(
+        dsn, ds, per_template, {a: _aggregate(*kinds) for a, kinds in AGGREGATES.items()}
+    )
+    ids, docs, passages, per = sc.ids, sc.docs, sc.passages, sc.per
+    with_not, without, mean = sc.with_not, sc.without, sc.mean
+    emb = get_query_embedder(DEFAULT_MODEL)
 
     table = {
         a: {
@@ -182,7 +229,7 @@ def run_dataset(dsn: str, name: str, per_template: int, subset: str = "long") ->
     separation = label_separation(ds, ids, docs, passages, emb)
     return {
         "dataset": name, "subset": subset, "documents": len(ids),
-        "queries": len(derived.queries),
+        "queries": len(with_not) + len(without),
         "with_not": len(with_not), "without_not": len(without),
         "passages_per_document": sum(len(p) for p in passages) / len(passages),
         "table": table, "tests": tests, "separation": separation,
