@@ -11,7 +11,9 @@ and compares, on the same queries and the same corpus:
   model's first window: what a single-vector corpus holds);
 * ``dense@passages``      — the same vector against each document's best passage;
 * ``pglogic@documents``   — the default engine over the documents' own vectors;
-* ``pglogic[default]``    — the default engine over passages (each term's best passage).
+* ``pglogic[default]``    — the default engine over passages (each term's best passage; since
+  the default passage score ``blend-not``, a positive text's blended with the document's own
+  vector in a formula with a NOT — the committed results predate it and measured ``max``).
 
 Reported per corpus, subset and passage layout: nDCG@10 over all queries, the queries with NOT
 and those without, NegRecall@10 (the share of trap documents — they satisfy the positive part

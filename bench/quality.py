@@ -273,8 +273,9 @@ def _rewrites_md() -> list[str]:
         ["questions", "n", "exact", "equivalent", "fallback", "retried",
          "goal: exact ≥ 0.65, equivalent ≥ 0.75, no fallbacks"], body,
     )  # fmt: skip
+    model = json.loads(path.read_text())["llm"]["model"] if body else "?"
     out += [
-        f"Model {json.loads((NL / 'results.json').read_text())['llm']['model']} (llama-cpp-"
+        f"Model {model} (llama-cpp-"
         "python, CPU), output constrained by the query grammar whose terms are the question's "
         "words, checked by `pglogic.llm.wording`; per question and by shape in "
         "`bench/nl/results.md`.",

@@ -558,8 +558,9 @@ def test_the_http_choices_are_the_engines() -> None:
     # would otherwise be refused by HTTP only)
     from typing import get_args
 
-    from pglogic.engine.options import MODES, PASSAGE_SCORES
+    from pglogic.engine.options import DEFAULT_PASSAGE_SCORE, MODES, PASSAGE_SCORES
     from pglogic.integrations.http.routes import Mode, Options
 
     assert set(get_args(Options.model_fields["passage_score"].annotation)) == set(PASSAGE_SCORES)
+    assert Options.model_fields["passage_score"].default == DEFAULT_PASSAGE_SCORE
     assert set(get_args(Mode)) == set(MODES)

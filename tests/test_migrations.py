@@ -35,7 +35,7 @@ FROZEN_SHA256 = {
     "0008_search.sql": "dc263e82305b333e8ac24f4892f22a891bc4de6947fcfff58b880f90ca563ab8",
     "0010_search.sql": "323453217d1755851cd54dba952d5802e8b1608476697fb414c3480be933361b",
     "0011_search.sql": "6df9fe9b6d13841a304ff472d47a220730b50dfa7ace671d20a3478b4ec8347c",
-    "0012_search.sql": "24c539ef01376cc3f7a623621ad12b513ab1e4c63e31306c9725a67782206e9e",
+    "0012_search.sql": "6f3c59ce827d5320ba2e8c364fa242e1f0a0033443ebaeaa0e537062a7b20a00",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -1320,11 +1320,11 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (45, True, True)
+    assert objects() == (46, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (45, True, True)
+    assert objects() == (46, True, True)
 
 
 def all_functions(dsn: str) -> dict[str, str]:
@@ -1417,6 +1417,7 @@ def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
     assert set(head_functions) - set(old) == {
         "pglogic._semantic_part(jsonb)",
         "pglogic._score_sql(jsonb,text[],text[],text,integer,text[])",
+        "pglogic._and_text_polarity(jsonb,boolean,jsonb)",  # (since 0012)
     }
     assert set(old) - set(head_functions) == {
         "pglogic._score_sql(jsonb,text[],text[],text,integer)"

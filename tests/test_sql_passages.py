@@ -25,9 +25,10 @@ from psycopg.types.json import Jsonb
 
 from pglogic import PgLogic
 from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.conjunction import negated_and_texts
 from pglogic.engine.filters import parse_filter
 from pglogic.errors import InvalidInput
-from pglogic.query import negated_only_terms, parse
+from pglogic.query import negated_only_terms, parse, terms
 from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
@@ -286,7 +287,9 @@ def test_passages_option_errors(synth_dsn: str) -> None:
 @pytest.mark.parametrize(
     ("query", "exact"),
     [(q, e) for q in ('"a"', '"a" AND NOT "b"', '"a" OR "b" AND NOT "c"', '"a" AND "b"',
-                      '"a" AND NOT NOT "b"', '"a" AND NOT ("b" AND NOT "a")')
+                      '"a" AND NOT NOT "b"', '"a" AND NOT ("b" AND NOT "a")',
+                      '"a" AND NOT ("b" AND "c")', '"a" AND "b" AND NOT ("b" AND "a" OR "c")',
+                      '("a" AND "b") AND NOT ("a" AND "b" AND NOT "c")')
      for e in (False, True)] + [('NOT "a"', True)],
     ids=str,
 )  # fmt: skip
@@ -308,6 +311,8 @@ def test_blend_is_the_python_statement_and_blends_positive_texts_only(
     scored = compile_query(tree, corpus, opts).terms
     negated_only = set(negated_only_terms(tree))
     blends = how == "blend" or (how == "blend-not" and bool(negated_only))
+    # an AND's own text under NOTs only is negated too
+    negated_only |= set(negated_and_texts(tree)) - set(terms(tree))
     for i, t in enumerate(scored):
         blended = f') / 2 AS "s{i}"' in text
         assert blended == (blends and t not in negated_only), (t, text)
@@ -439,6 +444,38 @@ def test_passage_scans_use_the_passages_hnsw_index(news: Conn, fixed: FixedEmbed
 # -- migration -------------------------------------------------------------------------------------
 
 
+def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None:
+    """0012 makes ``blend-not`` the function's default and adds ``_and_text_polarity``; down to
+    0011 the default is ``max`` again, ``blend-not`` is refused and the helper is gone; up again
+    every function is as at head."""
+    a, b = ([0.1] * 383 + [1.0]), ([1.0] + [0.1] * 383)
+    query = {"tree": {"op": "and", "args": [{"term": "a", "vector": a},
+                                            {"op": "not", "arg": {"term": "b", "vector": b}}]}}  # fmt: skip
+
+    def statement(opts: dict[str, Any]) -> str:
+        with connect(synth_dsn) as conn:
+            row = conn.execute(
+                "SELECT pglogic.search_plan('synthp', %s) ->> 'statement'", (Jsonb(opts),)
+            ).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    head = all_functions(synth_dsn)
+    assert ') / 2 AS "s0"' in statement(query)  # the positive term, blended
+    assert ") / 2 AS" not in statement({**query, "passage_score": "max"})
+    try:
+        migrate.downgrade(synth_dsn, "0011")
+        old = all_functions(synth_dsn)
+        assert set(head) - set(old) == {"pglogic._and_text_polarity(jsonb,boolean,jsonb)"}
+        assert ") / 2 AS" not in statement(query)  # the default is max again
+        with connect(synth_dsn) as conn:
+            exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
+        assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
+    finally:
+        migrate.upgrade(synth_dsn)
+    assert all_functions(synth_dsn) == head
+
+
 def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
     """0010 changes ``_plan`` (one more column, the option ``passages``) and ``search_plan``
     only; down to 0009 they are as they were, up again as at head."""
@@ -448,7 +485,8 @@ def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
     assert "passage_table" in head["pglogic._plan(text,jsonb)"]
     migrate.downgrade(dsn, "0009")
     old = all_functions(dsn)
-    assert set(old) == set(head)
+    assert set(head) - set(old) == {"pglogic._and_text_polarity(jsonb,boolean,jsonb)"}  # (0012)
+    assert set(old) < set(head)
     assert {f for f in old if old[f] != head[f]} == {
         "pglogic._plan(text,jsonb)",
         "pglogic.search_plan(text,jsonb)",

@@ -293,6 +293,14 @@ def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: st
     own_less = logical_search(Article, None, '"x" AND NOT "y"', vectors=TERMS,
                               passages=ArticlePassage, k=6)  # fmt: skip
     assert own_less.pglogic_spec.options.passage_score == "max"
+    for how in ("blend", "blend-not"):  # asked for explicitly: refused where it cannot apply
+        with pytest.raises(InvalidInput, match=f'"{how}" needs the documents\' own embedding'):
+            logical_search(Article, None, '"x"', vectors=TERMS, passages=ArticlePassage,
+                           passage_score=how)  # fmt: skip
+        with pytest.raises(InvalidInput, match=f'"{how}" needs passages='):
+            logical_search(Article, Article.embedding, '"x"', vectors=TERMS, passage_score=how)
+    # without passages the default is accepted (it changes nothing there)
+    assert logical_search(Article, Article.embedding, '"x"', vectors=TERMS) is not None
 
 
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:

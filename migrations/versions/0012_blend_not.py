@@ -1,16 +1,25 @@
 """``pglogic.search()`` takes ``"passage_score": "blend-not"``, its new default, as the Python search.
 
 Applies ``versions/sql/0012_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). One change: the option ``"passage_score"`` takes
-``"blend-not"``, now the default when the option is absent or null (``"max"`` and ``"blend"``
-as before; anything else is refused with the Python error's text). Over passages,
-``"blend-not"`` is ``"blend"`` in a formula with a negated-only term (every scored text that is
-not one takes the mean of its best passage's similarity and the document's own vector's) and
-``"max"`` in a formula without one: the statement of ``pglogic.engine.compile._passage_sims``
-text for text. Chosen leaving one corpus out in ``bench/results/passage_choice.md``. No
-function changes its arguments or result type.
+(every statement in it is idempotent). The changes:
 
-Downgrading applies 0011's ``0011_search.sql`` again (the default is then ``"max"``).
+- the option ``"passage_score"`` takes ``"blend-not"``, now the default when the option is
+  absent or null (``"max"`` and ``"blend"`` as before; anything else is refused with the Python
+  error's text). Over passages, ``"blend-not"`` is ``"blend"`` in a formula with a negated-only
+  term (every scored text that is not one takes the mean of its best passage's similarity and
+  the document's own vector's) and ``"max"`` in a formula without one. Chosen leaving one
+  corpus out in ``bench/results/passage_choice.md``;
+- under both blends, an AND's own text whose ANDs all sit under an odd number of NOTs counts as
+  negated and keeps its best passage (new helper ``pglogic._and_text_polarity``, as
+  ``pglogic.engine.conjunction.negated_and_texts``);
+- the blended texts' own-vector halves are added after the ``GROUP BY``, the documents joined
+  again, so the grouping never carries the documents' vectors.
+
+Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
+changes its arguments or result type.
+
+Downgrading applies 0011's ``0011_search.sql`` again (the default is then ``"max"``) and drops
+``pglogic._and_text_polarity``.
 
 Revision ID: 0012
 Revises: 0011
@@ -47,3 +56,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     _run(_frozen("0011_search.sql"))
+    _run("DROP FUNCTION IF EXISTS pglogic._and_text_polarity(jsonb, boolean, jsonb);")

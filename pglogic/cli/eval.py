@@ -143,8 +143,8 @@ def _task(bar: Progress, description: str, total: int | None = None) -> Callable
     "--passages/--no-passages",
     default=True,
     show_default=True,
-    help="Load the documents into a corpus with passages (each term's truth is its best "
-    "passage's; dense@passages, pglogic@documents and pglogic@max, every text's best passage, "
+    help="Load the documents into a corpus with passages (each term's truth comes from its best "
+    "passage; dense@passages, pglogic@documents and pglogic@max, every text's best passage, "
     "compare the layouts) or one vector each.",
 )
 @click.option("--passage-tokens", type=int, metavar="N", help="Word pieces per passage.")

@@ -67,7 +67,13 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.engine.conjunction import MAX_AND_TEXT, and_texts, scored_terms, with_and_texts
+from pglogic.engine.conjunction import (
+    MAX_AND_TEXT,
+    and_texts,
+    negated_and_texts,
+    scored_terms,
+    with_and_texts,
+)
 from pglogic.engine.filters import filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
@@ -1007,27 +1013,53 @@ def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
     return sql.SQL("max({})").format(_cosine(dist))
 
 
-def _passage_sims(parts: _Parts) -> sql.Composable:
-    """Every similarity as the best over the document's passages (``blend``, and ``blend-not`` in
-    a formula with a negated term: a positive text's is the mean of that and the document's own
-    vector's), then the lexical truths (of the document's own words)."""
+def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) -> sql.Composable:
+    """The ``sims`` query over passages: every similarity the best over the document's passages
+    of the documents of ``source`` (``GROUP BY`` the document), and the lexical truths (of the
+    document's own words). With ``blend``, and ``blend-not`` in a formula with a negated term,
+    a positive text's similarity is the mean of that and the document's own vector's (a
+    negated-only term and an AND text under NOTs only keep the best passage's): the documents'
+    vectors join the grouped rows afterwards, so the grouping never carries them."""
     src, pre = parts.src, parts.pre
+    query_terms = set(terms(parts.tree))
     negated = set(negated_only_terms(parts.tree))
     how = parts.opts.passage_score
     blend = how == "blend" or (how == "blend-not" and bool(negated))
-
-    def item(text: str | None, vector: str, name: str) -> sql.Composable:
-        value = _best_passage(src, pre, vector)
-        if blend and text not in negated:
-            own = _cosine(_distance(src, pre, vector))
-            value = sql.SQL("({} + {}) / 2").format(value, own)
-        return sql.SQL("{} AS {}").format(value, sql.Identifier(name))
-
-    items = [item(t, f"v{i}", f"s{i}") for t, i in parts.index.items()]
+    negated |= {p for p in negated_and_texts(parts.tree) if p not in query_terms}
+    texts: list[tuple[str | None, str, str]] = [
+        (t, f"v{i}", f"s{i}") for t, i in parts.index.items()
+    ]
     if parts.mode == "sqo":
-        items.append(item(None, GUIDE, "sq"))
-    items += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
-    return sql.SQL(", ").join(items)
+        texts.append((None, GUIDE, "sq"))
+    inner: list[sql.Composable] = [
+        sql.SQL("{} AS {}").format(_best_passage(src, pre, v), sql.Identifier(n))
+        for _, v, n in texts
+    ]
+    inner += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
+    p = sql.Identifier("p")
+    grouped = sql.SQL(
+        "SELECT {id}, {inner} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
+        " WHERE {emb} IS NOT NULL AND {where} GROUP BY {id}"
+    ).format(
+        id=src.col(src.id), inner=sql.SQL(", ").join(inner), source=source,
+        passages=src.passages, p=p, doc=sql.Identifier(src.passage_doc),
+        emb=sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector)), where=where,
+    )  # fmt: skip
+    blended = [t not in negated for t, _, _ in texts] if blend else []
+    if not any(blended):
+        return grouped
+    outer: list[sql.Composable] = []
+    for (_, v, n), mean in zip(texts, blended, strict=True):
+        col = sql.Identifier("b", n)
+        own = _cosine(_distance(src, pre, v))
+        outer.append(sql.SQL("({} + {}) / 2 AS {}").format(col, own, sql.Identifier(n)) if mean
+                     else col)  # fmt: skip
+    outer += [sql.Identifier("b", f"l{j}") for j in range(len(parts.lexical))]
+    joined = 'SELECT {b_id}, {outer} FROM ({grouped}) "b" JOIN {from_} ON {id} = {b_id}'
+    return sql.SQL(joined).format(
+        b_id=sql.Identifier("b", src.id), outer=sql.SQL(", ").join(outer), grouped=grouped,
+        from_=src.from_, id=src.col(src.id),
+    )  # fmt: skip
 
 
 def _passage_scan(parts: _Parts, name: str, vector: str, limit: str) -> sql.Composable:
@@ -1066,17 +1098,8 @@ def _passage_statement(parts: _Parts, d: _Depths | None, iterative: bool = True)
     candidate, then the formula and the top k. ``d`` None: exact, every document scored."""
     src, pre = parts.src, parts.pre
     assert src.passages is not None
-    p, doc = sql.Identifier("p"), sql.Identifier(src.passage_doc)
-    emb = sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector))
-    grouped = sql.SQL(
-        "SELECT {id}, {sims} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
-        " WHERE {emb} IS NOT NULL AND {where} GROUP BY {id}"
-    )
     if d is None:
-        sims = grouped.format(
-            id=src.col(src.id), sims=_passage_sims(parts), source=src.from_,
-            passages=src.passages, p=p, doc=doc, emb=emb, where=parts.where,
-        )  # fmt: skip
+        sims = _passage_sims(parts, src.from_, parts.where)
         statement = sql.SQL("WITH sims AS ({}){}{}").format(sims, parts.sep, parts.final)
         return parts.result(statement, [], "sqo" if parts.mode == "sqo" else None)
     if parts.single or parts.sqo:
@@ -1094,10 +1117,9 @@ def _passage_statement(parts: _Parts, d: _Depths | None, iterative: bool = True)
     union = sql.SQL(" UNION ").join(
         sql.SQL("SELECT id FROM {}").format(sql.Identifier(name)) for name, _, _ in scans
     )
-    sims = grouped.format(
-        id=src.col(src.id), sims=_passage_sims(parts),
-        source=sql.SQL("cand JOIN {} ON {} = cand.id").format(src.from_, src.col(src.id)),
-        passages=src.passages, p=p, doc=doc, emb=emb, where=sql.SQL("TRUE"),
+    sims = _passage_sims(
+        parts, sql.SQL("cand JOIN {} ON {} = cand.id").format(src.from_, src.col(src.id)),
+        sql.SQL("TRUE"),
     )  # fmt: skip
     statement = sql.SQL("WITH {ctes},\ncand AS ({union}),\nsims AS ({sims}){sep}{final}").format(
         ctes=sql.SQL(",\n").join(ctes), union=union, sims=sims, sep=parts.sep, final=parts.final

@@ -77,6 +77,36 @@ def and_texts(tree: Node) -> list[str]:
     return list(out)
 
 
+def negated_and_texts(tree: Node) -> list[str]:
+    """The phrases of :func:`and_texts` whose every AND sits under an odd number of NOTs: the
+    AND texts a passage score treats as negated (they keep their best passage).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> negated_and_texts(parse('"a" AND NOT ("b" AND "c")'))
+        ['b and c']
+        >>> negated_and_texts(parse('"a" AND "b" AND NOT "c"'))
+        []
+    """
+    positive: dict[str, bool] = {}
+
+    def walk(node: Node, pos: bool) -> None:
+        if isinstance(node, Term | Match):
+            return
+        if isinstance(node, Not):
+            walk(node.child, not pos)
+            return
+        if isinstance(node, And):
+            phrase = _phrase(node)
+            if phrase is not None:
+                positive[phrase] = positive.get(phrase, False) or pos
+        for child in node.children:
+            walk(child, pos)
+
+    walk(tree, True)
+    return [p for p, pos in positive.items() if not pos]
+
+
 def with_and_texts(tree: Node, weight: int) -> Node:
     """The tree the score is computed from: each AND (two or more positive operands) gets its
     phrase as ``weight`` more operands, or one when the AND has a negated operand too.

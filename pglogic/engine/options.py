@@ -94,6 +94,9 @@ class SearchOptions:
     ``passages`` (a corpus with passages, :mod:`pglogic.store.passages`): each term's truth for
     a document is its best passage's, found by HNSW scans of the passages; False searches the
     documents' own vectors (the first window of each, as a corpus without passages does).
+    ``passage_score`` (:data:`PASSAGE_SCORES`) says how: the default ``blend-not`` averages a
+    positive text's best passage with the document's own vector in a formula with a negated
+    term; ``max`` never does, ``blend`` in every formula.
 
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises

@@ -10,7 +10,9 @@ work as on any select. Term vectors are bound parameters; nothing of the query t
 
 Long documents: with ``passages=`` (the application's passage table: one row and one vector per
 passage, a column referencing the document), each term's similarity for a document is its best
-passage's, as in a pglogic corpus with passages; the HNSW scans run over the passages' index.
+passage's, as in a pglogic corpus with passages (with the default passage score, averaged with
+the document's own vector for a positive text in a formula with a NOT); the HNSW scans run over
+the passages' index.
 
 Run it with :func:`execute` (or ``await`` :func:`execute_async`), which applies the statement's
 ``SET LOCAL`` settings (``hnsw.ef_search``, iterative scans) in the same transaction for that
@@ -286,18 +288,19 @@ def logical_search(
             )
         emb_name = emb_name or pas.embedding
     tree = to_tree(query)
+    given_score = passage_score is not None
     if passage_score is None:
         passage_score = DEFAULT_PASSAGE_SCORE if emb_col is not None else "max"
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score,
     )  # fmt: skip
+    if passage_score in ("blend", "blend-not") and given_score and pas is None:
+        raise InvalidInput(f'passage_score="{passage_score}" needs passages= (the passage table)')
     if passage_score in ("blend", "blend-not") and pas is not None and emb_col is None:
         raise InvalidInput(
-            f"passage_score={passage_score!r} needs the documents' own embedding column"
+            f'passage_score="{passage_score}" needs the documents\' own embedding column'
         )
-    if passage_score == "blend" and pas is None:
-        raise InvalidInput('passage_score="blend" needs passages=')
     lex_name = lexical_column.name if lexical_column is not None else None
     probe_src = Source(
         psql.Identifier(table.name), None, "id", "e", dim, (),

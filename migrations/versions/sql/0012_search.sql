@@ -40,7 +40,8 @@
 -- Since migration 0011, option "passage_score": "blend" gives each text that is not a
 -- negated-only term the mean of its best passage's similarity and the document's own vector's
 -- ("max": the best passage's for every text). Since migration 0012, "blend-not", the default,
--- blends so in a formula with a negated-only term and takes the best passage in one without.
+-- blends so in a formula with a negated-only term and takes the best passage in one without;
+-- an AND's own text under NOTs only is negated too (it keeps its best passage).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -674,6 +675,40 @@ BEGIN
 END
 $fn$;
 
+-- Since migration 0012: each AND phrase of pglogic._and_texts with its polarity, true when one
+-- of its ANDs sits under an even number of NOTs (pglogic.engine.conjunction.negated_and_texts:
+-- the false ones keep their best passage under the passage scores that blend).
+CREATE OR REPLACE FUNCTION pglogic._and_text_polarity(node jsonb, positive boolean, acc jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    phrase text;
+    child jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
+        RETURN acc;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._and_text_polarity(coalesce(node -> 'arg', node -> 'args' -> 0),
+                                          NOT positive, acc);
+    END IF;
+    IF op = 'and' THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL THEN
+            acc := jsonb_set(acc, ARRAY[phrase],
+                             to_jsonb(coalesce((acc ->> phrase)::boolean, false) OR positive));
+        END IF;
+    END IF;
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        acc := pglogic._and_text_polarity(child, positive, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
 -- A similarity column through the truth map (pglogic.engine.operators.TRUTH_MAPS, sigmoid_truth).
 CREATE OR REPLACE FUNCTION pglogic._truth_sql(x text, truth text)
 RETURNS text
@@ -1255,6 +1290,8 @@ DECLARE
     pemb text;
     psims text;
     pjoin text;
+    and_polarity jsonb := '{}';
+    blended boolean[];
 BEGIN
     SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
            (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
@@ -1419,6 +1456,7 @@ BEGIN
     END IF;
     IF and_text > 0 THEN  -- the scored texts: the terms, then the AND phrases
         terms := pglogic._and_texts(tree, terms);
+        and_polarity := pglogic._and_text_polarity(tree, true, '{}');  -- (since 0012)
     END IF;
     n_texts := cardinality(terms);
 
@@ -1496,26 +1534,44 @@ BEGIN
         -- truths are the document's own; exact: every (filtered) document with a passage.
         -- Since 0011, "passage_score": "blend" (pglogic.engine.compile._passage_sims): a text
         -- that is not a negated-only term takes the mean of that and the document's own vector's;
-        -- since 0012 "blend-not" does so when some term is negated-only (not a candidate term)
+        -- since 0012 "blend-not" does so when some term is negated-only (not a candidate term),
+        -- and an AND text whose ANDs are all under odd NOTs keeps its best passage (both blends)
         passage_table := format('%s.%s', pglogic._qi('pglogic'),
                                 pglogic._qi(c.table_name || '_passages'));
         pemb := '"p".' || pglogic._qi(c.column_name);
-        psims := array_to_string(ARRAY(
-            SELECT format(CASE WHEN (passage_score = 'blend' OR (passage_score = 'blend-not'
-                                                               AND NOT terms[1:n_terms]
-                                                                       <@ candidate_terms))
-                                    AND (n > n_terms OR terms[n] = ANY (candidate_terms))
-                               THEN '(%1$s + coalesce(nullif(1 - (%5$s <=> $1[%2$s]::vector(%3$s)),'
-                                    ' ''NaN''), 0)) / 2 AS %4$s'
-                               ELSE '%1$s AS %4$s' END,
-                          format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0))',
-                                 pemb, n, c.dim),
-                          n, c.dim, pglogic._qi('s' || (n - 1)), emb)
-            FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', ');
+        -- Since 0012 (pglogic.engine.compile._passage_sims) the blended texts' own-vector halves
+        -- are added after the GROUP BY, the documents joined again ("b": the grouped rows), so
+        -- the grouping never carries the documents' vectors; psims is the sims query with a %s
+        -- for its FROM ... WHERE.
+        blended := ARRAY(
+            SELECT (passage_score = 'blend' OR (passage_score = 'blend-not'
+                                                AND NOT terms[1:n_terms] <@ candidate_terms))
+                   AND (CASE WHEN n > n_terms THEN (and_polarity ->> terms[n])::boolean
+                             ELSE terms[n] = ANY (candidate_terms) END)
+            FROM generate_series(1, n_texts) AS n ORDER BY n);
+        psims := 'SELECT "d"."id", ' || replace(array_to_string(ARRAY(
+            SELECT format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0)) AS %s',
+                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)))
+            FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', '), '%', '%%')
+            || ' FROM %s GROUP BY "d"."id"';
+        IF true = ANY (blended) THEN
+            psims := 'SELECT "b"."id", ' || replace(array_to_string(ARRAY(
+                SELECT CASE WHEN blended[n]
+                            THEN format('("b".%1$s + coalesce(nullif(1 - (%2$s <=> $1[%3$s]::vector(%4$s)),'
+                                        ' ''NaN''), 0)) / 2 AS %1$s',
+                                        pglogic._qi('s' || (n - 1)), emb, n, c.dim)
+                            ELSE '"b".' || pglogic._qi('s' || (n - 1)) END
+                FROM generate_series(1, n_texts) AS n ORDER BY n) || ARRAY(
+                SELECT '"b".' || pglogic._qi('l' || (m - 1))
+                FROM generate_series(1, cardinality(lexical)) AS m ORDER BY m), ', '), '%', '%%')
+                || ' FROM (' || psims || ') "b" JOIN ' || replace(tbl, '%', '%%')
+                || ' "d" ON "d"."id" = "b"."id"';
+        END IF;
         exact_statement := format(
-            'WITH sims AS (SELECT "d"."id", %s FROM %s "d" JOIN %s p ON "p"."doc_id" = "d"."id"'
-            ' WHERE %s IS NOT NULL AND %s GROUP BY "d"."id")' || E'\n' || '%s',
-            psims, tbl, passage_table, pemb, cond, final);
+            'WITH sims AS (%s)' || E'\n' || '%s',
+            format(psims, format('%s "d" JOIN %s p ON "p"."doc_id" = "d"."id" WHERE %s IS NOT NULL'
+                                 ' AND %s', tbl, passage_table, pemb, cond)),
+            final);
     END IF;
     -- (as the compiler: never a generic plan for a prepared copy of the statement)
     settings := '{"plan_cache_mode": "force_custom_plan"}';
@@ -1728,13 +1784,14 @@ BEGIN
                 scans[3 * i]);
         END LOOP;
         statement := format(
-            'WITH %s,' || E'\n' || 'cand AS (%s),' || E'\n' || 'sims AS (SELECT "d"."id", %s FROM cand'
-            ' JOIN %s "d" ON "d"."id" = cand.id JOIN %s p ON "p"."doc_id" = "d"."id" WHERE %s IS NOT'
-            ' NULL AND TRUE GROUP BY "d"."id")' || E'\n' || '%s',
+            'WITH %s,' || E'\n' || 'cand AS (%s),' || E'\n' || 'sims AS (%s)' || E'\n' || '%s',
             array_to_string(ctes, E',\n'),
             (SELECT string_agg(format('SELECT id FROM %s', scans[3 * n - 2]), ' UNION ' ORDER BY n)
              FROM generate_series(1, cardinality(scans) / 3) AS n),
-            psims, tbl, passage_table, pemb, final);
+            format(psims, format('cand JOIN %s "d" ON "d"."id" = cand.id JOIN %s p'
+                                 ' ON "p"."doc_id" = "d"."id" WHERE %s IS NOT NULL AND TRUE',
+                                 tbl, passage_table, pemb)),
+            final);
         RETURN;
     END IF;
     FOR i IN 1 .. cardinality(scans) / 3 LOOP

@@ -95,11 +95,11 @@ class Options(BaseModel):
     )
     passages: bool = Field(
         True,
-        description="On a corpus with passages, each term's similarity is its best passage's "
-        "(false: the documents' own vectors, the first window of their text)",
+        description="On a corpus with passages, each term's similarity is its best passage's, as "
+        "passage_score says (false: the documents' own vectors, the first window of their text)",
     )
     passage_score: Literal["blend-not", "max", "blend"] = Field(
-        "blend-not",
+        "blend-not",  # (tests/test_http.py: the engine's DEFAULT_PASSAGE_SCORE)
         description="Over passages, a text's similarity: the best passage's (max); for a "
         "positive text the mean of that and the document's own vector's (blend), or that only in "
         "a formula with a negated term (blend-not, the default)",
