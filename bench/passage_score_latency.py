@@ -1,0 +1,89 @@
+"""What the default passage score costs: search latency of ``blend-not`` against ``max``.
+
+On the corpora ``eval_<dataset>`` that ``bench/quality.py`` keeps (database ``bench_quality``,
+passages, HNSW indexes), the first 120 derived queries with NOT of each real corpus (30 per
+template) run through ``PgLogic.search`` (k = 100, the term vectors cached) with each passage
+score, alternating which goes first, twice. ``blend-not`` reads each candidate document's own
+vector once, after the passages are grouped; queries without NOT run the same statement under
+both, so they are not timed. Writes ``bench/results/passage_score_latency.{json,md}``.
+
+    .venv/bin/python bench/passage_score_latency.py        # ~3 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SHARED_DATA, cpu_busy, machine_line, md_table, results_main
+
+from pglogic import PgLogic
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+
+NAME = "passage_score_latency"
+DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
+SCORES = ("max", "blend-not")
+QUERIES = 120
+DSN = "postgresql://postgres:@/bench_quality?host=/tmp/plbench/pgdata"
+
+
+def run() -> dict[str, Any]:
+    """Median and p95 milliseconds per query and passage score, per corpus."""
+    api = PgLogic(os.environ.get("PGLOGIC_BENCH_DSN", DSN))
+    busy = cpu_busy()
+    rows = {}
+    for name in DATASETS:
+        derived = derive_queries(load_dataset(SHARED_DATA / name), per_template=30)
+        queries = [q for q in derived.queries if q.n_negations][:QUERIES]
+        corpus = f"eval_{name}"
+        for q in queries:  # the term vectors into the cache, the pages into memory
+            for how in SCORES:
+                api.search(corpus, q.tree, k=100, passage_score=how)
+        times: dict[str, list[float]] = {how: [] for how in SCORES}
+        for rep in range(2):
+            for q in queries:
+                for how in SCORES if rep == 0 else SCORES[::-1]:
+                    t0 = time.perf_counter()
+                    api.search(corpus, q.tree, k=100, passage_score=how)
+                    times[how].append(1000 * (time.perf_counter() - t0))
+        rows[name] = {
+            how: {"p50_ms": statistics.median(v), "p95_ms": statistics.quantiles(v, n=20)[18]}
+            for how, v in times.items()
+        }
+        print(name, rows[name], flush=True)
+    return {"machine_line": machine_line(), "cpu_busy_before": busy, "queries": QUERIES,
+            "rows": rows}  # fmt: skip
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The results file."""
+    body = []
+    for name, r in data["rows"].items():
+        m, b = r["max"], r["blend-not"]
+        body.append([name, f"{m['p50_ms']:.1f}", f"{b['p50_ms']:.1f}",
+                     f"{b['p50_ms'] - m['p50_ms']:+.1f}", f"{m['p95_ms']:.1f}",
+                     f"{b['p95_ms']:.1f}"])  # fmt: skip
+    out = [
+        "# What the default passage score costs (`bench/passage_score_latency.py`)",
+        "",
+        f"- {data['machine_line']}; CPU busy before the run: {data['cpu_busy_before']:.0%}",
+        f"- {data['queries']} queries with NOT per corpus (derived, 30 per template), k = 100, "
+        "`PgLogic.search` end to end with cached term vectors, each run twice per passage "
+        "score, alternating the order; milliseconds.",
+        "",
+        md_table(["corpus", "max p50", "blend-not p50", "Δ p50", "max p95", "blend-not p95"], body),
+        "",
+    ]
+    if data.get("conclusions"):
+        out += ["## Conclusions", "", data["conclusions"].rstrip(), ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    results_main(NAME, __doc__, run, markdown)
