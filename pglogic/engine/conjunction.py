@@ -58,36 +58,12 @@ def and_texts(tree: Node) -> list[str]:
         >>> and_texts(parse('"a" AND NOT "b" OR "c"'))
         []
     """
-    out: dict[str, None] = {}
-
-    def walk(node: Node) -> None:
-        if isinstance(node, Term | Match):
-            return
-        if isinstance(node, Not):
-            walk(node.child)
-            return
-        if isinstance(node, And):
-            phrase = _phrase(node)
-            if phrase is not None:
-                out.setdefault(phrase)
-        for child in node.children:
-            walk(child)
-
-    walk(tree)
-    return list(out)
+    return list(_and_text_polarity(tree))
 
 
-def negated_and_texts(tree: Node) -> list[str]:
-    """The phrases of :func:`and_texts` whose every AND sits under an odd number of NOTs: the
-    AND texts a passage score treats as negated (they keep their best passage).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> negated_and_texts(parse('"a" AND NOT ("b" AND "c")'))
-        ['b and c']
-        >>> negated_and_texts(parse('"a" AND "b" AND NOT "c"'))
-        []
-    """
+def _and_text_polarity(tree: Node) -> dict[str, bool]:
+    """Each phrase of :func:`and_texts` (in its order): True when one of its ANDs sits under an
+    even number of NOTs."""
     positive: dict[str, bool] = {}
 
     def walk(node: Node, pos: bool) -> None:
@@ -104,7 +80,21 @@ def negated_and_texts(tree: Node) -> list[str]:
             walk(child, pos)
 
     walk(tree, True)
-    return [p for p, pos in positive.items() if not pos]
+    return positive
+
+
+def negated_and_texts(tree: Node) -> list[str]:
+    """The phrases of :func:`and_texts` whose every AND sits under an odd number of NOTs: the
+    AND texts a passage score treats as negated (they keep their best passage).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> negated_and_texts(parse('"a" AND NOT ("b" AND "c")'))
+        ['b and c']
+        >>> negated_and_texts(parse('"a" AND "b" AND NOT "c"'))
+        []
+    """
+    return [p for p, pos in _and_text_polarity(tree).items() if not pos]
 
 
 def with_and_texts(tree: Node, weight: int) -> Node:
