@@ -300,7 +300,8 @@ def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: st
         with pytest.raises(InvalidInput, match=f'"{how}" needs passages='):
             logical_search(Article, Article.embedding, '"x"', vectors=TERMS, passage_score=how)
     # without passages the default is accepted (it changes nothing there)
-    assert logical_search(Article, Article.embedding, '"x"', vectors=TERMS) is not None
+    plain = logical_search(Article, Article.embedding, '"x"', vectors=TERMS)
+    assert plain.pglogic_spec.options.passage_score == "blend-not"
 
 
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:

@@ -361,23 +361,15 @@ class _Runner:
                 DENSE_PASSAGES, partial(_ranked, self.conn, maxp, {QUERY_VECTOR: dense_vec})
             )
             fam = PRESETS[DEFAULT_FAMILY]
-            opts = SearchOptions(
-                k=self.k, operators=fam, exact=exact, truth=self.truth,
-                and_text=and_text_for(fam), passages=False,
-            )  # fmt: skip
-            compiled = compile_query(
-                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+            base = SearchOptions(
+                k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
             )
-            out[HEADLINE_DOCUMENTS] = self.timed(
-                HEADLINE_DOCUMENTS, partial(_ranked, self.conn, compiled, vectors)
-            )
-            opts = replace(opts, passages=True, passage_score="max")
-            compiled = compile_query(
-                q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
-            )
-            out[HEADLINE_MAX] = self.timed(
-                HEADLINE_MAX, partial(_ranked, self.conn, compiled, vectors)
-            )
+            for name, opts in ((HEADLINE_DOCUMENTS, replace(base, passages=False)),
+                               (HEADLINE_MAX, replace(base, passage_score="max"))):  # fmt: skip
+                compiled = compile_query(
+                    q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
+                )
+                out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
         for fam in self.families:
             opts = SearchOptions(
                 k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
