@@ -135,7 +135,7 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
 def to_markdown(data: dict[str, Any]) -> str:
     """The results file."""
     by = {d["dataset"]: d for d in data["datasets"]}
-    dense, choice = data["dense"], data["choice"]
+    dense = data["dense"]
     out = [
         "# Which passage score: exact scoring, leave one corpus out (`bench/passage_choice.py`)",
         "",
@@ -153,7 +153,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     if data.get("conclusions"):
         out += ["## Conclusions", "", data["conclusions"].rstrip(), ""]
     rows = [["dense"] + [f"{dense[n]['ndcg']:.3f} / 1.00" for n in REAL] + [""]]
-    for c, j in sorted(choice["objective"].items(), key=lambda x: -x[1] if x[1] > -1e9 else 1e9):
+    for c, j in sorted(data["objective"].items(), key=lambda x: -x[1]):  # (refused ones last)
         cells = [f"`{c}`"]
         for n in REAL:
             r = by[n]["rows"][c]
@@ -167,7 +167,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     out += [md_table(["candidate", *REAL, "J (all three)"], rows), ""]
     out += ["## Leave one corpus out", ""]
     lrows = []
-    for held, v in choice["loco"].items():
+    for held, v in data["loco"].items():
         h, b = v["held_out"], by[held]["rows"][BASE]
         lrows.append([
             held, f"`{v['chosen']}`", f"{h['ndcg']:.3f} ({h['ndcg'] - b['ndcg']:+.3f})",
@@ -179,7 +179,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     out += [
         md_table(LOCO_HEADER, lrows),
         "",
-        f"Chosen on all three: `{choice['chosen_on_all']}`.",
+        f"Chosen on all three: `{data['chosen_on_all']}`.",
         "",
         "## Every candidate against `max` (paired Wilcoxon, unadjusted)",
         "",
@@ -223,7 +223,8 @@ def main() -> None:
             data["datasets"].append(run_dataset(args.dsn, name, args.per_template))
             print(name, {c: round(r["ndcg"], 3) for c, r in data["datasets"][-1]["rows"].items()},
                   flush=True)  # fmt: skip
-    data["choice"] = choose(data)
+    data.pop("choice", None)  # (written by an earlier version: now the keys of choose())
+    data.update(choose(data))
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
     jp.write_text(json.dumps(data, indent=1) + "\n")

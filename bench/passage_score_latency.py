@@ -1,7 +1,8 @@
 """What the default passage score costs: search latency of ``blend-not`` against ``max``.
 
-On the corpora ``eval_<dataset>`` that ``bench/quality.py`` keeps (database ``bench_quality``,
-passages, HNSW indexes), the first 120 derived queries with NOT of each real corpus (30 per
+On the corpora ``eval_<dataset>`` that ``bench/quality.py`` keeps (database ``bench_quality`` of
+the embedded server in /tmp/plbench, or of ``$PGLOGIC_BENCH_DSN``'s server; passages, HNSW
+indexes), the first 120 derived queries with NOT of each real corpus (30 per
 template) run through ``PgLogic.search`` (k = 100, the term vectors cached) with each passage
 score, alternating which goes first, twice. ``blend-not`` reads each candidate document's own
 vector once, after the passages are grouped; queries without NOT run the same statement under
@@ -12,7 +13,6 @@ both, so they are not timed. Writes ``bench/results/passage_score_latency.{json,
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SHARED_DATA, cpu_busy, machine_line, md_table, results_main
+from benchlib import (
+    DEFAULT_HOME,
+    SHARED_DATA,
+    cpu_busy,
+    machine_line,
+    md_table,
+    results_main,
+    server_dsn,
+)
+from quality import database
 
 from pglogic import PgLogic
 from pglogic.eval.data import load_dataset
@@ -30,12 +39,11 @@ NAME = "passage_score_latency"
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 SCORES = ("max", "blend-not")
 QUERIES = 120
-DSN = "postgresql://postgres:@/bench_quality?host=/tmp/plbench/pgdata"
 
 
 def run() -> dict[str, Any]:
     """Median and p95 milliseconds per query and passage score, per corpus."""
-    api = PgLogic(os.environ.get("PGLOGIC_BENCH_DSN", DSN))
+    api = PgLogic(database(server_dsn(DEFAULT_HOME, None)))  # (or $PGLOGIC_BENCH_DSN's server)
     busy = cpu_busy()
     rows = {}
     for name in DATASETS:

@@ -228,8 +228,7 @@ def _loco_md() -> list[str]:
         if not path.exists():
             continue
         data = json.loads(path.read_text())
-        loco = data["loco"] if "loco" in data else data["choice"]["loco"]
-        chosen = data["chosen_on_all"] if "loco" in data else data["choice"]["chosen_on_all"]
+        loco, chosen = data["loco"], data["chosen_on_all"]
         dense = data["dense"]
         for held, v in loco.items():
             h = v["held_out"]
@@ -256,12 +255,13 @@ def _rewrites_md() -> list[str]:
     """The rewrite accuracy (issue 21, part 4) from ``bench/nl/results.json`` and the held-out
     set's ``bench/nl/heldout/results.json``."""
     out = ["## Rewrites of natural-language questions (`bench/nl/run.py`)", ""]
-    body = []
+    body, models = [], set()
     for label, path in (("hand-written (`questions.jsonl`)", NL / "results.json"),
                         ("held out (`heldout.jsonl`)", NL / "heldout" / "results.json")):  # fmt: skip
         if not path.exists():
             continue
         data = json.loads(path.read_text())
+        models.add(data["llm"]["model"])
         s = data["hand"]["summary"]
         met = (all(s[k] >= goal for k, goal in REWRITE_GOALS.items())
                and s["fallback_rate"] == 0)  # fmt: skip
@@ -273,10 +273,8 @@ def _rewrites_md() -> list[str]:
         ["questions", "n", "exact", "equivalent", "fallback", "retried",
          "goal: exact ≥ 0.65, equivalent ≥ 0.75, no fallbacks"], body,
     )  # fmt: skip
-    model = json.loads(path.read_text())["llm"]["model"] if body else "?"
     out += [
-        f"Model {model} (llama-cpp-"
-        "python, CPU), output constrained by the query grammar whose terms are the question's "
+        f"Model {', '.join(sorted(models)) or '?'} (llama-cpp-python, CPU), output constrained by the query grammar whose terms are the question's "
         "words, checked by `pglogic.llm.wording`; per question and by shape in "
         "`bench/nl/results.md`.",
         "",
