@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +185,20 @@ def _papers_md(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def per_template(rows: list[dict[str, Any]]) -> int:
+    """The run's ``--per-template``: the commonest number of queries of a template in ``rows``
+    (a dataset's own given queries form one larger template)."""
+    counts = Counter(t["queries"] for r in rows for t in r["templates"].values())
+    return counts.most_common(1)[0][0]
+
+
 def _templates_md(rows: list[dict[str, Any]]) -> list[str]:
     """Every template where the default's mean is below another method's."""
     out = [
         "## Templates where the default's mean is below another method's",
         "",
-        "Per template (up to 30 derived queries each), Holm-adjusted over all template × "
+        f"Per template (up to {per_template(rows)} derived queries each), Holm-adjusted over "
+        "all template × "
         "method tests of the dataset. Only the lower means are listed; **bold** p: significant.",
         "",
     ]
@@ -287,8 +296,8 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
     out = [
         "# Retrieval quality: pglogic vs dense retrieval on the shared datasets",
         "",
-        f"Machine: {machine}. Model all-MiniLM-L6-v2; top 100 per query; up to 30 derived "
-        "queries per template; per-dataset reports in `bench/quality/<dataset>/results.md`. "
+        f"Machine: {machine}. Model all-MiniLM-L6-v2; top 100 per query; up to "
+        f"{per_template(rows)} derived queries per template; per-dataset reports in `bench/quality/<dataset>/results.md`. "
         f"The default engine is {HEADLINE} (product AND, max OR, NOT (1 − x)^1.25, each AND's "
         "own text at weight 4, 1 beside a NOT), chosen leaving one corpus out in "
         "`bench/results/frontier.md`, on the default layout: passages "

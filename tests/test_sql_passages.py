@@ -27,6 +27,7 @@ from pglogic import PgLogic
 from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.conjunction import negated_and_texts
 from pglogic.engine.filters import parse_filter
+from pglogic.engine.render import search_json
 from pglogic.errors import InvalidInput
 from pglogic.query import negated_only_terms, parse, terms
 from pglogic.store import migrate
@@ -470,6 +471,11 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
         assert ") / 2 AS" not in statement(query)  # the default is max again
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
+        assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
+        # what Python renders with the default options says blend-not, so 0011 refuses it too
+        rendered = search_json(parse('"a" AND NOT "b"'), vectors={"a": a, "b": b})
+        with connect(synth_dsn) as conn:
+            exc = sql_error(conn, "synthp", rendered)
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
     finally:
         migrate.upgrade(synth_dsn)

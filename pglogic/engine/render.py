@@ -53,7 +53,6 @@ from pglogic.engine.compile import (
 from pglogic.engine.conjunction import and_texts
 from pglogic.engine.filters import Contains, Filter
 from pglogic.engine.guide import guide_vector
-from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.plans import union_plan
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import And, Match, Node, Not, Or, Term, matches, semantic_part, terms
@@ -416,7 +415,7 @@ def search_json(
         out["lexical"] = opts.lexical
     if not opts.passages:  # (a corpus with passages is searched through them by default)
         out["passages"] = False
-    if opts.passage_score != DEFAULT_PASSAGE_SCORE:  # (the SQL function's default since 0012)
+    else:  # always said: a database before 0012 refuses blend-not instead of scoring by max
         out["passage_score"] = opts.passage_score
     phrases = and_texts(node) if opts.and_text > 0 and not isinstance(node, Term) else []
     if vectors is not None and phrases:  # the AND texts' vectors (pglogic.engine.conjunction)
