@@ -304,6 +304,55 @@ def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: st
     assert plain.pglogic_spec.options.passage_score == "blend-not"
 
 
+class _NullableBase(DeclarativeBase):
+    pass
+
+
+class NullableArticle(_NullableBase):
+    """The articles table mapped with a nullable own vector (``Article`` maps it NOT NULL)."""
+
+    __tablename__ = "articles"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    title: Mapped[str]
+    embedding: Mapped[Any | None] = mapped_column(Vector(3))
+
+
+def test_an_article_without_its_own_vector_blends_to_its_best_passage(db: str) -> None:
+    """Under a blend, an article whose own vector is NULL takes its best passage alone (not half
+    of it): "x-de"'s best passage for "z" is its second, (0.8, 0.1, 0.5). A NOT NULL column
+    keeps the plain statement."""
+    z_best = 0.5 / float(np.linalg.norm([0.8, 0.1, 0.5]))
+    z_own = 0.4 / float(np.linalg.norm([0.9, 0.0, 0.4]))  # the first passage
+    q = '"z" AND NOT "y"'
+
+    def nullable(exact: bool) -> Any:
+        return logical_search(
+            NullableArticle, NullableArticle.embedding, q, vectors=TERMS, k=6, exact=exact,
+            passages="article_passages", passage_doc="article_id", passage_embedding="vec",
+        ).where(NullableArticle.title == "x-de")  # fmt: skip
+
+    dialect = postgresql.psycopg.dialect()
+    case = 'CASE WHEN "articles"."embedding" IS NULL THEN "b"."s0"'
+    assert case in str(nullable(False).compile(dialect=dialect))
+    assert "CASE WHEN" not in str(search(q, k=6).compile(dialect=dialect))
+    with psycopg.connect(db, autocommit=True) as conn:
+        (own,) = conn.execute("SELECT embedding FROM articles WHERE title = 'x-de'").fetchone()
+        conn.execute("ALTER TABLE articles ALTER COLUMN embedding DROP NOT NULL")
+    try:
+        for exact in (False, True):
+            (row,) = _rows(db, nullable(exact))
+            assert row.sim_0 == pytest.approx((z_best + z_own) / 2, abs=1e-6)
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("UPDATE articles SET embedding = NULL WHERE title = 'x-de'")
+        for exact in (False, True):
+            (row,) = _rows(db, nullable(exact))
+            assert row.sim_0 == pytest.approx(z_best, abs=1e-6), exact
+    finally:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("UPDATE articles SET embedding = %s WHERE title = 'x-de'", (own,))
+            conn.execute("ALTER TABLE articles ALTER COLUMN embedding SET NOT NULL")
+
+
 def test_a_disjunction_finds_the_top_k_articles_not_passages(db: str) -> None:
     q = '"z" OR "y"'
     got = _rows(db, search(q, k=3).where(Article.id < MINE))

@@ -281,6 +281,10 @@ class Source:
     #: (:func:`passage_factor` of the passages per document).
     passage_factor: float = 1.0
     passage_embedding: str | None = None
+    #: Whether a row with passages may lack its own vector (``embedding`` NULL): the blended
+    #: passage scores then take its best passage alone (an application's table; a pglogic
+    #: corpus embeds every document, and its SQL function's statement stays the compiler's).
+    own_nullable: bool = False
 
     @classmethod
     def for_corpus(cls, corpus: Corpus, *, passages: bool = True) -> Source:
@@ -1052,8 +1056,12 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     for (_, v, n), mean in zip(texts, blended, strict=True):
         col = sql.Identifier("b", n)
         own = _cosine(_distance(src, pre, v))
-        outer.append(sql.SQL("({} + {}) / 2 AS {}").format(col, own, sql.Identifier(n)) if mean
-                     else col)  # fmt: skip
+        item: sql.Composable = sql.SQL("({} + {}) / 2").format(col, own) if mean else col
+        if mean and src.own_nullable:  # no vector of its own: the best passage alone
+            item = sql.SQL("CASE WHEN {} IS NULL THEN {} ELSE {} END").format(
+                src.col(src.embedding), col, item
+            )
+        outer.append(sql.SQL("{} AS {}").format(item, sql.Identifier(n)) if mean else col)
     outer += [sql.Identifier("b", f"l{j}") for j in range(len(parts.lexical))]
     joined = 'SELECT {b_id}, {outer} FROM ({grouped}) "b" JOIN {from_} ON {id} = {b_id}'
     return sql.SQL(joined).format(

@@ -82,6 +82,8 @@ class _Spec:
     lexical_column: str | None = None
     text_config: str = "english"
     passages: _Passages | None = None
+    #: The embedding column may be NULL (a blended passage score then takes the best passage).
+    embedding_nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def _source(s: _Spec) -> Source:
         table, None, s.id_column, s.embedding_column, s.dim, (),
         lexical=s.lexical_column, text_config=s.text_config if s.lexical_column else None,
         passages=p.table if p else None, passage_doc=p.doc if p else "doc_id",
-        passage_embedding=p.embedding if p else None,
+        passage_embedding=p.embedding if p else None, own_nullable=s.embedding_nullable,
     )  # fmt: skip
 
 
@@ -253,8 +255,8 @@ def logical_search(
     ``passage_score="blend"`` makes a positive text's similarity the mean of its best passage's
     and the document's own vector's, ``"blend-not"`` does so in a formula with a negated term
     only, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; both blends need
-    ``embedding``). The default is the engine's, ``blend-not``, when ``embedding`` is given,
-    else ``max``.
+    ``embedding``; a row whose nullable ``embedding`` is NULL takes its best passage alone).
+    The default is the engine's, ``blend-not``, when ``embedding`` is given, else ``max``.
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -324,7 +326,7 @@ def logical_search(
                 raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
     spec = _Spec(
         tree, table, id_col.name, emb_name, dim, options, vecs, term_list, lex_name,
-        text_config, pas,
+        text_config, pas, bool(emb_col is not None and emb_col.nullable),
     )  # fmt: skip
     n_lex = len(probe.lexical)
     cols = [column("id", id_col.type), column("score", Float)]
