@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
-from frontier import CUT, KEEP, PENALTY, REAL, leave_one_out, objective
+from frontier import CUT, KEEP, PENALTY, PER_TEMPLATE, REAL, leave_one_out, objective
 from passages_aggregate import Variant, score_variants
 
 from pglogic.eval.data import load_dataset
@@ -136,13 +136,20 @@ def to_markdown(data: dict[str, Any]) -> str:
     """The results file."""
     by = {d["dataset"]: d for d in data["datasets"]}
     dense = data["dense"]
+    n = data.get("per_template", PER_TEMPLATE)
+    dense_note = (
+        f" (dense retrieval's over `frontier.md`'s {PER_TEMPLATE} queries per template)"
+        if n != PER_TEMPLATE
+        else ""
+    )
     out = [
         "# Which passage score: exact scoring, leave one corpus out (`bench/passage_choice.py`)",
         "",
         f"- {data['machine_line']}",
         "- Exact NumPy scoring over every document of each corpus, default family with its AND "
-        "texts, 30 derived queries per template, all-MiniLM-L6-v2. Cells: nDCG@10 over all "
-        "queries / NegRecall@10 on queries with NOT as a share of dense retrieval's; J: "
+        f"texts, {n} derived queries per template, all-MiniLM-L6-v2. Cells: nDCG@10 over all "
+        "queries / NegRecall@10 on queries with NOT as a share of dense retrieval's"
+        f"{dense_note}; J: "
         f"`frontier.objective` on all three (mean nDCG@10 − {PENALTY} × mean excess of "
         f"NegRecall / dense over {CUT}); ✗: NOT queries lose more than {KEEP} nDCG@10 against "
         "`max` on some corpus. *own w*: the weight of the document's own vector in a positive "
@@ -209,16 +216,24 @@ def main() -> None:
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--dsn", required=False)
-    ap.add_argument("--per-template", type=int, default=30)
+    ap.add_argument(
+        "--per-template",
+        type=int,
+        default=PER_TEMPLATE,
+        help=f"derived queries per template (default {PER_TEMPLATE}; another number writes "
+        f"{NAME}_p<N>.{{json,md}})",
+    )
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--conclusions", type=Path)
     args = ap.parse_args()
-    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
+    stem = NAME if args.per_template == PER_TEMPLATE else f"{NAME}_p{args.per_template}"
+    jp, mp = RESULTS_DIR / f"{stem}.json", RESULTS_DIR / f"{stem}.md"
     if args.render:
         data = json.loads(jp.read_text())
     else:
         frontier = json.loads((RESULTS_DIR / "frontier.json").read_text())
-        data = {"machine_line": machine_line(), "dense": frontier["dense"], "datasets": []}
+        data = {"machine_line": machine_line(), "dense": frontier["dense"],
+                "per_template": args.per_template, "datasets": []}  # fmt: skip
         for name in REAL:
             data["datasets"].append(run_dataset(args.dsn, name, args.per_template))
             print(name, {c: round(r["ndcg"], 3) for c, r in data["datasets"][-1]["rows"].items()},
