@@ -260,6 +260,28 @@ def _loco_md() -> list[str]:
         "the old default) is `bench/frontier.py`'s `objective`.",
         "",
     ]
+    p50 = RESULTS / "passage_choice_p50.json"
+    if p50.exists():
+        data = json.loads(p50.read_text())
+        kept = [h for h, v in data["loco"].items() if v["chosen"] == data["chosen_on_all"]]
+        out += [
+            f"With {data['per_template']} derived queries per template "
+            f"(`passage_choice_p50.md`) the rule chooses `{data['chosen_on_all']}` on all three "
+            f"and with {' or '.join(kept) or 'no corpus'} held out.",
+            "",
+        ]
+    losses = RESULTS / "family_losses.json"
+    if losses.exists():
+        ch = json.loads(losses.read_text())["choice"]
+        folds = "; ".join(f"{h} held out: `{v['chosen']}`" for h, v in ch["loco"].items())
+        out += [
+            "The template-family losses above, scored exactly with other weights of the AND's "
+            "own text and with the question's own text as a factor (`family_losses.md`), and "
+            "left one corpus out with one more rule (no family significantly below the scoring "
+            f"without AND texts on a tuning corpus): {folds}; on all three "
+            f"`{ch['chosen_on_all']}`. The folds disagree, so the default is unchanged.",
+            "",
+        ]
     return out
 
 

@@ -1,0 +1,351 @@
+"""Where the default loses per template family, and which knob would remove it: exact scoring.
+
+``bench/quality/summary.md`` with 50 derived queries per template found two families where the
+default is significantly below another method on Reuters: plain conjunctions (``AND``) against
+every method without the AND's own text (−0.012 nDCG@10), and ``NOT in AND`` against NSFL
+(−0.033), whose fused question text ("grain but not wheat") weighs in. This script scores every
+document of the three real corpora exactly (NumPy, the default layout: passages with the
+default passage score ``blend-not``), 50 derived queries per template, for the candidates
+below, and tests each against the default per template family (two-sided Wilcoxon,
+Holm-adjusted per corpus over all family × candidate tests):
+
+* **the AND's own text** at weight w in a plain conjunction and w' in an AND with a negated
+  operand (the default: 4 and 1; w = 0 is every method of the evaluation without AND texts);
+* **the question's own text** (the whole formula as one phrase, NSFL's fused query) as one more
+  factor of the score of queries with NOT, at weight q, with a stronger NOT (γ) to pay for
+  the traps it lets back in.
+
+    .venv/bin/python bench/family_losses.py --dsn DSN          # ~10 min, 2 cores
+    .venv/bin/python bench/family_losses.py --render           # the Markdown from the JSON
+
+``DSN``: the database holding the corpora ``eval_<dataset>`` with passages that
+``passages_quality.py --subsets all`` loaded (as for ``passage_choice.py``). Writes
+``bench/results/family_losses.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
+from frontier import REAL, objective
+from passages_aggregate import load_corpus, per_document
+
+from pglogic.config import DEFAULT_MODEL
+from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.conjunction import _phrase, negated_and_texts
+from pglogic.engine.operators import evaluate_numpy
+from pglogic.eval.compare import family_of, holm
+from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import derive_queries
+from pglogic.eval.metrics import evaluate_run, paired_test
+from pglogic.query import And, Match, Node, Not, Or, Term, negated_only_terms, terms
+
+NAME = "family_losses"
+PER_TEMPLATE = 50
+K = 100
+FAMILIES = ("AND", "OR", "AND+OR", "NOT in AND", "NOT with OR")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """AND text weights (plain, beside a NOT), the question's weight in NOT queries, NOT's γ."""
+
+    and_plain: int
+    and_not: int
+    question: float
+    gamma: float
+
+    @property
+    def label(self) -> str:
+        out = f"AND text {self.and_plain}/{self.and_not}"
+        if self.question:
+            out += f", question {self.question:g}"
+        return out + f", γ {self.gamma:g}"
+
+
+DEFAULT = Candidate(4, 1, 0.0, 1.25)
+CANDIDATES = (
+    DEFAULT,
+    Candidate(0, 0, 0.0, 1.25),
+    Candidate(1, 1, 0.0, 1.25),
+    Candidate(2, 1, 0.0, 1.25),
+    Candidate(4, 0, 0.0, 1.25),
+    Candidate(2, 0, 0.0, 1.25),
+    Candidate(4, 1, 0.25, 1.25),
+    Candidate(4, 1, 0.25, 1.5),
+    Candidate(4, 1, 0.25, 2.0),
+    Candidate(4, 1, 0.5, 2.0),
+    Candidate(3, 1, 0.0, 1.25),
+    Candidate(2, 1, 0.25, 1.5),
+    Candidate(3, 1, 0.25, 1.5),
+)
+#: Every method of the evaluation without AND texts scores a plain conjunction like this one.
+PLAIN = Candidate(0, 0, 0.0, 1.25)
+
+
+def scored_tree(tree: Node, plain: int, beside_not: int) -> Node:
+    """``tree`` with each AND's phrase as ``plain`` more operands (``beside_not`` when the AND
+    has a negated operand), like :func:`pglogic.engine.conjunction.with_and_texts`."""
+
+    def walk(node: Node) -> Node:
+        if isinstance(node, Term | Match):
+            return node
+        if isinstance(node, Not):
+            return Not(walk(node.child))
+        children = tuple(walk(c) for c in node.children)
+        if isinstance(node, Or):
+            return Or(children)
+        assert isinstance(node, And)
+        phrase = _phrase(node)
+        weight = beside_not if any(isinstance(c, Not) for c in node.children) else plain
+        return And(children + (Term(phrase),) * weight) if phrase else And(children)
+
+    return walk(tree)
+
+
+def run_dataset(dsn: str, name: str) -> dict[str, Any]:
+    """Per-query nDCG@10 / NegRecall@10 of every candidate and of dense retrieval."""
+    ds = load_dataset(SHARED_DATA / name)
+    ids, docs, passages = load_corpus(dsn, f"eval_{name}")
+    derived = derive_queries(ds, per_template=PER_TEMPLATE)
+    trees = {c: [scored_tree(q.tree, c.and_plain, c.and_not) for q in derived.queries]
+             for c in CANDIDATES}  # fmt: skip
+    texts = sorted({t for ts in trees.values() for tr in ts for t in terms(tr)}
+                   | {q.text for q in derived.queries})  # fmt: skip
+    vecs = dict(zip(texts, get_query_embedder(DEFAULT_MODEL).embed(texts), strict=True))
+    pm = np.concatenate(passages)
+    starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
+    values = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
+    runs: dict[str, dict[str, list[str]]] = {c.label: {} for c in CANDIDATES}
+    runs["dense"] = {}
+    for i, q in enumerate(derived.queries):
+        negated = set(negated_only_terms(q.tree))
+        negated |= {p for p in negated_and_texts(q.tree) if p not in set(terms(q.tree))}
+
+        def sim(t: str, has_not: bool = bool(negated), negated: set[str] = negated) -> np.ndarray:
+            v = values[t]  # blend-not: a positive text beside a NOT blends with the own vector
+            return (v["documents"] + v["max"]) / 2 if has_not and t not in negated else v["max"]
+
+        for c in CANDIDATES:
+            tree = trees[c][i]
+            scores = evaluate_numpy(
+                tree,
+                {t: sim(t) for t in terms(tree)},
+                f"and=product,or=max,not=complement^{c.gamma:g}",
+            )
+            if c.question and negated:
+                scores = scores * np.clip(sim(q.text), 0.0, 1.0) ** c.question
+            runs[c.label][q.id] = [ids[j] for j in np.argsort(-scores, kind="stable")[:K]]
+        dense = docs @ vecs[q.text]
+        runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
+    relevant = {q.id: q.relevant for q in derived.queries}
+    negatives = {q.id: q.negatives for q in derived.queries}
+    per = {m: evaluate_run(r, relevant, negatives) for m, r in runs.items()}
+    return {
+        "dataset": name,
+        "family": {q.id: family_of(q.tree) for q in derived.queries},
+        "with_not": [q.id for q in derived.queries if q.n_negations > 0],
+        "per": {
+            m: {
+                qid: {"ndcg": v["ndcg@10"], "negrecall": v["negrecall@10"]}
+                for qid, v in rows.items()
+            }
+            for m, rows in per.items()
+        },
+    }
+
+
+def _mean(per: dict[str, dict[str, float]], qids: list[str], key: str) -> float:
+    vals = [per[q][key] for q in qids if per[q][key] == per[q][key]]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def analyse(d: dict[str, Any]) -> dict[str, Any]:
+    """Per family: each candidate's mean and its test against the default (Holm over the
+    corpus's family × candidate tests); all queries; NegRecall@10 of NOT queries / dense's."""
+    per, fam = d["per"], d["family"]
+    base = per[DEFAULT.label]
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    raw: dict[tuple[str, str], float] = {}
+    for f in FAMILIES:
+        qids = [q for q, g in fam.items() if g == f]
+        if not qids:
+            continue
+        cells[f] = {"n": {"queries": len(qids)}}  # type: ignore[dict-item]
+        for m in per:
+            row: dict[str, Any] = {"ndcg": _mean(per[m], qids, "ndcg")}
+            if m != DEFAULT.label:
+                r = paired_test(
+                    {q: base[q]["ndcg"] for q in qids}, {q: per[m][q]["ndcg"] for q in qids}
+                )
+                row.update(delta=r.delta, p=r.p_value)
+                raw[(f, m)] = r.p_value
+            cells[f][m] = row
+    for (f, m), p in holm(raw).items():
+        cells[f][m]["p_holm"] = p
+    # each candidate against PLAIN per family: the losses a method without AND texts would show
+    plain = per[PLAIN.label]
+    vs_plain: dict[tuple[str, str], float] = {}
+    deltas: dict[tuple[str, str], float] = {}
+    for f in cells:
+        qids = [q for q, g in fam.items() if g == f]
+        for c in CANDIDATES:
+            if c == PLAIN:
+                continue
+            r = paired_test({q: plain[q]["ndcg"] for q in qids},
+                            {q: per[c.label][q]["ndcg"] for q in qids})  # fmt: skip
+            vs_plain[(f, c.label)], deltas[(f, c.label)] = r.p_value, r.delta
+    below: dict[str, list[str]] = {c.label: [] for c in CANDIDATES}
+    for (f, m), p in holm(vs_plain).items():
+        if p < 0.05 and deltas[(f, m)] < 0:
+            below[m].append(f)
+    allq = list(fam)
+    nots = d["with_not"]
+    dense_nr = _mean(per["dense"], nots, "negrecall")
+    overall = {
+        m: {"ndcg": _mean(per[m], allq, "ndcg"), "not_ndcg": _mean(per[m], nots, "ndcg"),
+            "negrecall": _mean(per[m], nots, "negrecall"),
+            "nr_ratio": _mean(per[m], nots, "negrecall") / dense_nr}
+        for m in per
+    }  # fmt: skip
+    return {"dataset": d["dataset"], "families": cells, "overall": overall,
+            "below_plain": below}  # fmt: skip
+
+
+def choose(data: dict[str, Any]) -> dict[str, Any]:
+    """Leave one corpus out with :func:`frontier.objective` (NOT queries may lose at most
+    :data:`frontier.KEEP` against the default), among the candidates with no template family
+    significantly below :data:`PLAIN` on a tuning corpus; and the choice on all three."""
+    by = {a["dataset"]: a for a in data["analysis"]}
+    table = {c.label: {n: by[n]["overall"][c.label] for n in REAL} for c in CANDIDATES}
+    dense = {n: by[n]["overall"]["dense"] for n in REAL}
+
+    def score(m: str, names: list[str]) -> float:
+        if any(by[n]["below_plain"][m] for n in names):
+            return -math.inf
+        old = {n: table[DEFAULT.label][n] for n in names}
+        return objective({n: table[m][n] for n in names}, {n: dense[n] for n in names}, old)
+
+    loco = {}
+    for held in REAL:
+        tune = [n for n in REAL if n != held]
+        best = max(table, key=lambda m: score(m, tune))
+        loco[held] = {"chosen": best, "held_out": table[best][held],
+                      "below_plain": by[held]["below_plain"][best]}  # fmt: skip
+    scores = {m: score(m, list(REAL)) for m in table}
+    return {"loco": loco, "chosen_on_all": max(scores, key=lambda m: scores[m]), "J": scores}
+
+
+def to_markdown(data: dict[str, Any]) -> str:
+    """The results file."""
+    out = [
+        "# Where the default loses per template family: exact scoring (`bench/family_losses.py`)",
+        "",
+        f"- {data['machine_line']}",
+        f"- Exact NumPy scoring of every document, passages with `blend-not`, {PER_TEMPLATE} "
+        "derived queries per template, all-MiniLM-L6-v2, AND = product, OR = max, NOT = "
+        "(1 − x)^γ. *AND text w/w'*: the AND's own text at weight w in a plain conjunction and "
+        "w' beside a NOT (the default 4/1); *question q*: the question's own text as a factor "
+        "s^q of the score of queries with NOT. Cells: mean nDCG@10, and the change against the "
+        "default with its Holm-adjusted p (two-sided Wilcoxon; **bold**: p < 0.05).",
+        "",
+    ]
+    if data.get("conclusions"):
+        out += ["## Conclusions", "", data["conclusions"].strip(), ""]
+    labels = [c.label for c in CANDIDATES]
+    ch = data["choice"]
+    out += [
+        "## Leave one corpus out",
+        "",
+        "The rule of `frontier.md` (J = mean nDCG@10 − 0.25 × mean excess of NegRecall / "
+        "dense over 0.2; NOT queries lose at most 0.01 nDCG@10 against the default), among "
+        "the candidates with no template family significantly below *AND text 0/0* (how "
+        "every method without AND texts scores a plain conjunction) on a tuning corpus.",
+        "",
+    ]
+    rows = []
+    for held, r in ch["loco"].items():
+        h = r["held_out"]
+        rows.append([held, r["chosen"], f"{h['ndcg']:.3f}", f"{h['not_ndcg']:.3f}",
+                     f"{h['nr_ratio']:.2f}", ", ".join(r["below_plain"]) or "none"])  # fmt: skip
+    out += [md_table(["held-out corpus", "chosen on the other two", "nDCG@10", "NOT nDCG@10",
+                      "NegRecall÷dense", "families below AND text 0/0 there"], rows), ""]  # fmt: skip
+    out += [f"Chosen on all three: `{ch['chosen_on_all']}`.", ""]
+    out += ["## All queries", ""]
+    header = [
+        "method",
+        *[f"{a['dataset']}: nDCG@10 / NOT nDCG@10 / NegRecall÷dense" for a in data["analysis"]],
+        "J (all three)",
+        "families below AND text 0/0",
+    ]
+    rows = []
+    for m in ["dense", *labels]:
+        rows.append([m, *[
+            f"{a['overall'][m]['ndcg']:.3f} / {a['overall'][m]['not_ndcg']:.3f} / "
+            f"{a['overall'][m]['nr_ratio']:.2f}" for a in data["analysis"]
+        ], "" if m == "dense" else f"{ch['J'][m]:.3f}",
+        "" if m == "dense" else "; ".join(
+            f"{a['dataset'][:7]}: {', '.join(a['below_plain'][m])}"
+            for a in data["analysis"] if a["below_plain"][m]) or "none"])  # fmt: skip
+    out += [md_table(header, rows), ""]
+    for a in data["analysis"]:
+        out += [f"## {a['dataset']}: per template family", ""]
+        fams = list(a["families"])
+        header = ["method", *[f"{f} ({a['families'][f]['n']['queries']})" for f in fams]]
+        rows = []
+        for m in [*labels, "dense"]:
+            cells = []
+            for f in fams:
+                c = a["families"][f][m]
+                if m == DEFAULT.label:
+                    cells.append(f"{c['ndcg']:.3f}")
+                    continue
+                p = f"p {c['p_holm']:.2g}"
+                cells.append(f"{c['ndcg']:.3f} ({c['delta']:+.3f}, "
+                             + (f"**{p}**" if c["p_holm"] < 0.05 else p) + ")")  # fmt: skip
+            rows.append([m, *cells])
+        out += [md_table(header, rows), ""]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    """Run (or ``--render``) and write ``bench/results/family_losses.{json,md}``.
+
+    Example:
+        >>> main()  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--dsn")
+    ap.add_argument("--render", action="store_true")
+    ap.add_argument("--conclusions", type=Path)
+    args = ap.parse_args()
+    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
+    if args.render:
+        data = json.loads(jp.read_text())
+    else:
+        if not args.dsn:
+            ap.error("--dsn is needed to run (or --render)")
+        data = {"machine_line": machine_line(), "analysis": []}
+        for name in REAL:
+            data["analysis"].append(analyse(run_dataset(args.dsn, name)))
+            print(name, "done", flush=True)
+    data["choice"] = choose(data)
+    if args.conclusions:
+        data["conclusions"] = args.conclusions.read_text()
+    jp.write_text(json.dumps(data, indent=1) + "\n")
+    mp.write_text(to_markdown(data))
+    print(mp.read_text())
+
+
+if __name__ == "__main__":
+    main()
