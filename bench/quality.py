@@ -7,7 +7,7 @@ default engine against the previous default, dense retrieval and the papers' met
 with and without NOT), the template families and templates where another method is
 significantly better (Holm-corrected Wilcoxon tests), and the targets, checked.
 
-    .venv/bin/python bench/quality.py                       # all four datasets (~80 min, 2 cores)
+    .venv/bin/python bench/quality.py                       # all four datasets (~65 min, 2 cores)
     .venv/bin/python bench/quality.py --only limit_small    # one dataset
     .venv/bin/python bench/quality.py --summary-only        # the summary from results.json
 
@@ -276,10 +276,16 @@ def _loco_md() -> list[str]:
         folds = "; ".join(f"{h} held out: `{v['chosen']}`" for h, v in ch["loco"].items())
         out += [
             "The template-family losses above, scored exactly with other weights of the AND's "
-            "own text and with the question's own text as a factor (`family_losses.md`), and "
+            "own text, the question's own text as a factor and the document's own vector in "
+            "formulas without NOT (`family_losses.md`), and "
             "left one corpus out with one more rule (no family significantly below the scoring "
             f"without AND texts on a tuning corpus): {folds}; on all three "
-            f"`{ch['chosen_on_all']}`. The folds disagree, so the default is unchanged.",
+            f"`{ch['chosen_on_all']}`. "
+            + (
+                "The folds disagree, so the default is unchanged."
+                if len({v["chosen"] for v in ch["loco"].values()}) > 1
+                else "Not yet measured through the index, so the default is unchanged."
+            ),
             "",
         ]
     return out
