@@ -42,13 +42,13 @@ from passages_aggregate import load_corpus, per_document
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import _phrase, negated_and_texts
+from pglogic.engine.conjunction import negated_and_texts, with_and_texts
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.compare import family_of, holm
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.metrics import evaluate_run, paired_test
-from pglogic.query import And, Match, Node, Not, Or, Term, negated_only_terms, terms
+from pglogic.query import negated_only_terms, terms
 
 NAME = "family_losses"
 PER_TEMPLATE = 50
@@ -102,32 +102,12 @@ CANDIDATES = (
 PLAIN = Candidate(0, 0, 0.0, 1.25)
 
 
-def scored_tree(tree: Node, plain: int, beside_not: int) -> Node:
-    """``tree`` with each AND's phrase as ``plain`` more operands (``beside_not`` when the AND
-    has a negated operand), like :func:`pglogic.engine.conjunction.with_and_texts`."""
-
-    def walk(node: Node) -> Node:
-        if isinstance(node, Term | Match):
-            return node
-        if isinstance(node, Not):
-            return Not(walk(node.child))
-        children = tuple(walk(c) for c in node.children)
-        if isinstance(node, Or):
-            return Or(children)
-        assert isinstance(node, And)
-        phrase = _phrase(node)
-        weight = beside_not if any(isinstance(c, Not) for c in node.children) else plain
-        return And(children + (Term(phrase),) * weight) if phrase else And(children)
-
-    return walk(tree)
-
-
 def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     """Per-query nDCG@10 / NegRecall@10 of every candidate and of dense retrieval."""
     ds = load_dataset(SHARED_DATA / name)
     ids, docs, passages = load_corpus(dsn, f"eval_{name}")
     derived = derive_queries(ds, per_template=PER_TEMPLATE)
-    trees = {c: [scored_tree(q.tree, c.and_plain, c.and_not) for q in derived.queries]
+    trees = {c: [with_and_texts(q.tree, c.and_plain, c.and_not) for q in derived.queries]
              for c in CANDIDATES}  # fmt: skip
     texts = sorted({t for ts in trees.values() for tr in ts for t in terms(tr)}
                    | {q.text for q in derived.queries})  # fmt: skip

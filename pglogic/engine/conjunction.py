@@ -97,10 +97,10 @@ def negated_and_texts(tree: Node) -> list[str]:
     return [p for p, pos in _and_text_polarity(tree).items() if not pos]
 
 
-def with_and_texts(tree: Node, weight: int) -> Node:
+def with_and_texts(tree: Node, weight: int, beside_not: int | None = None) -> Node:
     """The tree the score is computed from: each AND (two or more positive operands) gets its
-    phrase as ``weight`` more operands, or one when the AND has a negated operand too.
-    ``weight = 0`` returns ``tree`` itself.
+    phrase as ``weight`` more operands, or ``beside_not`` (default: one, at most ``weight``)
+    when the AND has a negated operand too. ``weight = 0`` returns ``tree`` itself.
 
     Only the score uses this tree: candidates, the guide and the explanation use the user's.
 
@@ -108,9 +108,12 @@ def with_and_texts(tree: Node, weight: int) -> Node:
         >>> from pglogic.query import parse, to_string
         >>> to_string(with_and_texts(parse('"a" AND "b" OR "c"'), 1))
         '"a" AND "b" AND "a and b" OR "c"'
+        >>> to_string(with_and_texts(parse('"a" AND "b" AND NOT "c"'), 2, beside_not=0))
+        '"a" AND "b" AND NOT "c"'
     """
     if weight <= 0:
         return tree
+    near_not = min(weight, 1) if beside_not is None else beside_not
 
     def walk(node: Node) -> Node:
         if isinstance(node, Term | Match):
@@ -124,8 +127,8 @@ def with_and_texts(tree: Node, weight: int) -> Node:
         phrase = _phrase(node)
         if phrase is None:
             return And(children)
-        beside_not = any(isinstance(c, Not) for c in node.children)
-        return And(children + (Term(phrase),) * (min(weight, 1) if beside_not else weight))
+        negated = any(isinstance(c, Not) for c in node.children)
+        return And(children + (Term(phrase),) * (near_not if negated else weight))
 
     return walk(tree)
 
