@@ -1,19 +1,27 @@
 """Where the default loses per template family, and which knob would remove it: exact scoring.
 
-``bench/quality/summary.md`` with 50 derived queries per template found two families where the
-default is significantly below another method on Reuters: plain conjunctions (``AND``) against
-every method without the AND's own text (−0.012 nDCG@10), and ``NOT in AND`` against NSFL
-(−0.033), whose fused question text ("grain but not wheat") weighs in. This script scores every
-document of the three real corpora exactly (NumPy, the default layout: passages with the
-default passage score ``blend-not``), 50 derived queries per template, for the candidates
-below, and tests each against the default per template family (two-sided Wilcoxon,
-Holm-adjusted per corpus over all family × candidate tests):
+``bench/quality/summary.md`` with 50 derived queries per template found four template families
+where the default is significantly below another method: on Reuters, plain conjunctions
+(``AND``) against every method without the AND's own text (−0.012 nDCG@10) and ``NOT in AND``
+against NSFL (−0.033), whose fused question text ("grain but not wheat") weighs in; on Stack
+Exchange, ``OR`` against one vector per document (−0.015) and ``NOT with OR`` against a NOT of
+γ 1 (−0.009). This script scores every document of the three real corpora exactly (NumPy, the
+default layout: passages with the default passage score ``blend-not``), 50 derived queries per
+template, for the candidates below and dense retrieval, and tests each against the default per
+template family (two-sided Wilcoxon, Holm-adjusted per corpus over all those tests):
 
 * **the AND's own text** at weight w in a plain conjunction and w' in an AND with a negated
-  operand (the default: 4 and 1; w = 0 is every method of the evaluation without AND texts);
+  operand (the default: 4 and 1; w = 0, :data:`PLAIN`, is how every method of the evaluation
+  without AND texts scores a plain conjunction);
 * **the question's own text** (the whole formula as one phrase, NSFL's fused query) as one more
   factor of the score of queries with NOT, at weight q, with a stronger NOT (γ) to pay for
-  the traps it lets back in.
+  the traps it lets back in;
+* **the document's own vector in formulas without NOT**, at weight o beside the best passage
+  (``blend-not``: 0).
+
+Then the choice, leaving one corpus out (:func:`choose`): ``frontier.objective``'s rule, among
+the candidates with no family significantly below :data:`PLAIN` on a tuning corpus (Holm over
+the candidate's five families).
 
     .venv/bin/python bench/family_losses.py --dsn DSN          # ~10 min, 2 cores
     .venv/bin/python bench/family_losses.py --render           # the Markdown from the JSON
@@ -118,11 +126,12 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     runs: dict[str, dict[str, list[str]]] = {c.label: {} for c in CANDIDATES}
     runs["dense"] = {}
     for i, q in enumerate(derived.queries):
-        negated = set(negated_only_terms(q.tree))
+        negated = set(negated_only_terms(q.tree))  # blend-not: whether the formula has a NOT
+        has_not = bool(negated)  # (pglogic.engine.compile._passage_sims), then what keeps max
         negated |= {p for p in negated_and_texts(q.tree) if p not in set(terms(q.tree))}
 
         def sim(
-            t: str, own: float = 0.0, has_not: bool = bool(negated), negated: set[str] = negated
+            t: str, own: float = 0.0, has_not: bool = has_not, negated: set[str] = negated
         ) -> np.ndarray:
             v = values[t]  # blend-not: a positive text beside a NOT blends with the own vector
             if not has_not:  # (own: the own vector's weight in a formula without NOT)
@@ -136,7 +145,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
                 {t: sim(t, c.own_plain) for t in terms(tree)},
                 f"and=product,or=max,not=complement^{c.gamma:g}",
             )
-            if c.question and negated:
+            if c.question and has_not:
                 scores = scores * np.clip(sim(q.text), 0.0, 1.0) ** c.question
             runs[c.label][q.id] = [ids[j] for j in np.argsort(-scores, kind="stable")[:K]]
         dense = docs @ vecs[q.text]
@@ -234,10 +243,15 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     for held in REAL:
         tune = [n for n in REAL if n != held]
         best = max(table, key=lambda m: score(m, tune))
+        if score(best, tune) == -math.inf:  # every candidate excluded: no choice
+            loco[held] = {"chosen": None, "held_out": None, "below_plain": []}
+            continue
         loco[held] = {"chosen": best, "held_out": table[best][held],
                       "below_plain": by[held]["below_plain"][best]}  # fmt: skip
     scores = {m: score(m, list(REAL)) for m in table}
-    return {"loco": loco, "chosen_on_all": max(scores, key=lambda m: scores[m]), "J": scores}
+    best = max(scores, key=lambda m: scores[m])
+    return {"loco": loco, "chosen_on_all": best if scores[best] > -math.inf else None,
+            "J": scores}  # fmt: skip
 
 
 def to_markdown(data: dict[str, Any]) -> str:
@@ -271,6 +285,9 @@ def to_markdown(data: dict[str, Any]) -> str:
     rows = []
     for held, r in ch["loco"].items():
         h = r["held_out"]
+        if h is None:
+            rows.append([held, "none (every candidate excluded)", "", "", "", ""])
+            continue
         rows.append([held, r["chosen"], f"{h['ndcg']:.3f}", f"{h['not_ndcg']:.3f}",
                      f"{h['nr_ratio']:.2f}", ", ".join(r["below_plain"]) or "none"])  # fmt: skip
     out += [md_table(["held-out corpus", "chosen on the other two", "nDCG@10", "NOT nDCG@10",

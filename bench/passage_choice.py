@@ -1,7 +1,8 @@
 """Which passage score should be the default: exact scoring, chosen leaving one corpus out.
 
 Over every document of each real shared corpus (the corpora ``eval_<dataset>`` of
-``bench/passages_quality.py --subsets all``), every derived query (30 per template) is scored
+``bench/passages_quality.py --subsets all``), every derived query (30 per template, or
+``--per-template``) is scored
 exactly in NumPy with the default family and its AND texts. A candidate says how a term's
 similarity comes from a document's passages, separately for formulas with a NOT and without:
 
@@ -20,12 +21,15 @@ similarity comes from a document's passages, separately for formulas with a NOT 
 The choice is :func:`frontier.leave_one_out` with :func:`frontier.objective`, the rule every
 default was chosen by: per held-out corpus, the candidate with the best mean nDCG@10 minus the
 NegRecall penalty on the other two, refused when NOT queries lose more than 0.01 nDCG@10 against
-``max`` on a tuning corpus. Dense retrieval's figures are ``frontier.json``'s (the same queries).
-Paired Wilcoxon tests of every candidate against ``max``.
+``max`` on a tuning corpus. Dense retrieval's figures are ``frontier.json``'s (the same 30 per
+template); with another ``--per-template``, the question scored exactly against every
+document's own vector on the same queries. Paired Wilcoxon tests of every candidate against
+``max``.
 
     .venv/bin/python bench/passage_choice.py --dsn "$DSN"
+    .venv/bin/python bench/passage_choice.py --dsn "$DSN" --per-template 50
 
-Writes ``bench/results/passage_choice.{json,md}``.
+Writes ``bench/results/passage_choice.{json,md}`` (``passage_choice_p50.{json,md}`` with 50).
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ def run_dataset(dsn: str, name: str, per_template: int) -> dict[str, Any]:
             )
             tests[f"{c} | {label}"] = {"delta": r.delta, "p": r.p_value, "n": r.n}
     return {"dataset": name, "documents": len(sc.ids), "with_not": len(nots),
-            "without_not": len(plain), "rows": rows, "tests": tests}  # fmt: skip
+            "without_not": len(plain), "rows": rows, "tests": tests,
+            "dense": sc.dense}  # fmt: skip
 
 
 def choose(data: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +143,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     dense = data["dense"]
     n = data.get("per_template", PER_TEMPLATE)
     dense_note = (
-        f" (dense retrieval's over `frontier.md`'s {PER_TEMPLATE} queries per template)"
+        " (dense retrieval's over the same queries, every document's own vector scored)"
         if n != PER_TEMPLATE
         else ""
     )
@@ -238,6 +243,8 @@ def main() -> None:
             data["datasets"].append(run_dataset(args.dsn, name, args.per_template))
             print(name, {c: round(r["ndcg"], 3) for c, r in data["datasets"][-1]["rows"].items()},
                   flush=True)  # fmt: skip
+        if args.per_template != PER_TEMPLATE:  # frontier.md's dense run has 30 per template
+            data["dense"] = {d["dataset"]: d["dense"] for d in data["datasets"]}
     data.pop("choice", None)  # (written by an earlier version: now the keys of choose())
     data.update(choose(data))
     if args.conclusions:

@@ -48,13 +48,18 @@ from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.passages import tokenizer_of
 from pglogic.embed.registry import get_embedder, get_query_embedder
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
+from pglogic.engine.conjunction import (
+    DEFAULT_AND_TEXT,
+    negated_and_texts,
+    scored_terms,
+    with_and_texts,
+)
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.long_docs import long_only
 from pglogic.eval.metrics import evaluate_run, paired_test
-from pglogic.query import negated_only_terms
+from pglogic.query import negated_only_terms, terms
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
 
@@ -134,6 +139,9 @@ class Scored:
     per: dict[str, dict[str, dict[str, float]]]
     with_not: list[str]
     without: list[str]
+    #: Dense retrieval of the question over the documents' own vectors, exactly, on the same
+    #: queries: mean nDCG@10 over all of them and NegRecall@10 over those with NOT.
+    dense: dict[str, float]
 
     def mean(self, variant: str, metric: str, qids: list[str]) -> float:
         """The mean of ``metric`` over ``qids`` (undefined values left out)."""
@@ -156,27 +164,36 @@ def score_variants(
     ids, docs, passages = load_corpus(dsn, f"eval_{ds.name}")
     derived = derive_queries(ds, per_template=per_template)
     emb = get_query_embedder(DEFAULT_MODEL)
-    texts = sorted({t for q in derived.queries for t in scored_terms(q.tree, DEFAULT_AND_TEXT)})
+    texts = sorted({t for q in derived.queries for t in scored_terms(q.tree, DEFAULT_AND_TEXT)}
+                   | {q.text for q in derived.queries})  # fmt: skip
     vecs = dict(zip(texts, emb.embed(texts), strict=True))
     pm = np.concatenate(passages)
     starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
     values = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts) for t in texts}
     runs: dict[str, dict[str, list[str]]] = {a: {} for a in variants}
+    dense_run: dict[str, list[str]] = {}
     for q in derived.queries:
         neg = set(negated_only_terms(q.tree))
+        has_not = bool(neg)  # (then an AND text under NOTs only is negated too, as in compile)
+        neg |= {p for p in negated_and_texts(q.tree) if p not in set(terms(q.tree))}
         tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
         qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
+        dense_run[q.id] = [ids[i] for i in np.argsort(-(docs @ vecs[q.text]), kind="stable")[:K]]
         for a, variant in variants.items():
-            sims = {t: variant(values[t], t in neg, bool(neg)) for t in qtexts}
+            sims = {t: variant(values[t], t in neg, has_not) for t in qtexts}
             scores = evaluate_numpy(tree, sims, families.get(a, DEFAULT_FAMILY))
             top = np.argsort(-scores, kind="stable")[:K]
             runs[a][q.id] = [ids[i] for i in top]
     relevant = {q.id: q.relevant for q in derived.queries}
     negatives = {q.id: q.negatives for q in derived.queries}
+    with_not = [q.id for q in derived.queries if q.n_negations > 0]
+    dense = evaluate_run(dense_run, relevant, negatives)
     return Scored(
         ids, docs, passages, {a: evaluate_run(r, relevant, negatives) for a, r in runs.items()},
-        [q.id for q in derived.queries if q.n_negations > 0],
-        [q.id for q in derived.queries if q.n_negations == 0],
+        with_not, [q.id for q in derived.queries if q.n_negations == 0],
+        {"ndcg": statistics.fmean(v["ndcg@10"] for v in dense.values()),
+         "negrecall": statistics.fmean(dense[q]["negrecall@10"] for q in with_not
+                                       if dense[q]["negrecall@10"] == dense[q]["negrecall@10"])},
     )  # fmt: skip
 
 

@@ -192,7 +192,7 @@ def per_template(rows: list[dict[str, Any]]) -> int:
     """The run's ``--per-template``: the commonest number of queries of a template in ``rows``
     (a dataset's own given queries form one larger template)."""
     counts = Counter(t["queries"] for r in rows for t in r["templates"].values())
-    return counts.most_common(1)[0][0]
+    return counts.most_common(1)[0][0] if counts else 0
 
 
 def _templates_md(rows: list[dict[str, Any]]) -> list[str]:

@@ -282,8 +282,9 @@ class Source:
     passage_factor: float = 1.0
     passage_embedding: str | None = None
     #: Whether a row with passages may lack its own vector (``embedding`` NULL): the blended
-    #: passage scores then take its best passage alone (an application's table; a pglogic
-    #: corpus embeds every document, and its SQL function's statement stays the compiler's).
+    #: passage scores then take its best passage alone. Set for an application's nullable
+    #: column (SQLAlchemy); a pglogic corpus's active column is always filled, and its SQL
+    #: function's statement stays the compiler's.
     own_nullable: bool = False
 
     @classmethod
@@ -1023,7 +1024,8 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     document's own words). With ``blend``, and ``blend-not`` in a formula with a negated term,
     a positive text's similarity is the mean of that and the document's own vector's (a
     negated-only term and an AND text under NOTs only keep the best passage's): the documents'
-    vectors join the grouped rows afterwards, so the grouping never carries them."""
+    vectors join the grouped rows afterwards, so the grouping never carries them. With
+    ``Source.own_nullable``, a row whose own vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
     query_terms = set(terms(parts.tree))
     negated = set(negated_only_terms(parts.tree))
