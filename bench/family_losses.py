@@ -50,7 +50,7 @@ from passages_aggregate import load_corpus, per_document
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import negated_and_texts, with_and_texts
+from pglogic.engine.conjunction import blended, with_and_texts
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.compare import family_of, holm
 from pglogic.eval.data import load_dataset
@@ -126,17 +126,17 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     runs: dict[str, dict[str, list[str]]] = {c.label: {} for c in CANDIDATES}
     runs["dense"] = {}
     for i, q in enumerate(derived.queries):
-        negated = set(negated_only_terms(q.tree))  # blend-not: whether the formula has a NOT
-        has_not = bool(negated)  # (pglogic.engine.compile._passage_sims), then what keeps max
-        negated |= {p for p in negated_and_texts(q.tree) if p not in set(terms(q.tree))}
+        has_not = bool(negated_only_terms(q.tree))
+        scored = sorted({t for c in CANDIDATES for t in terms(trees[c][i])} | {q.text})
+        positive = dict(zip(scored, blended(q.tree, scored, "blend"), strict=True))
 
         def sim(
-            t: str, own: float = 0.0, has_not: bool = has_not, negated: set[str] = negated
+            t: str, own: float = 0.0, has_not: bool = has_not, positive: dict[str, bool] = positive
         ) -> np.ndarray:
             v = values[t]  # blend-not: a positive text beside a NOT blends with the own vector
             if not has_not:  # (own: the own vector's weight in a formula without NOT)
                 return own * v["documents"] + (1 - own) * v["max"] if own else v["max"]
-            return (v["documents"] + v["max"]) / 2 if t not in negated else v["max"]
+            return (v["documents"] + v["max"]) / 2 if positive[t] else v["max"]
 
         for c in CANDIDATES:
             tree = trees[c][i]

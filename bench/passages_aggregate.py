@@ -48,18 +48,13 @@ from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.passages import tokenizer_of
 from pglogic.embed.registry import get_embedder, get_query_embedder
-from pglogic.engine.conjunction import (
-    DEFAULT_AND_TEXT,
-    negated_and_texts,
-    scored_terms,
-    with_and_texts,
-)
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, blended, scored_terms, with_and_texts
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.long_docs import long_only
 from pglogic.eval.metrics import evaluate_run, paired_test
-from pglogic.query import negated_only_terms, terms
+from pglogic.query import negated_only_terms
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
 
@@ -173,14 +168,13 @@ def score_variants(
     runs: dict[str, dict[str, list[str]]] = {a: {} for a in variants}
     dense_run: dict[str, list[str]] = {}
     for q in derived.queries:
-        neg = set(negated_only_terms(q.tree))
-        has_not = bool(neg)  # (then an AND text under NOTs only is negated too, as in compile)
-        neg |= {p for p in negated_and_texts(q.tree) if p not in set(terms(q.tree))}
+        has_not = bool(negated_only_terms(q.tree))
         tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
         qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
+        positive = dict(zip(qtexts, blended(q.tree, qtexts, "blend"), strict=True))
         dense_run[q.id] = [ids[i] for i in np.argsort(-(docs @ vecs[q.text]), kind="stable")[:K]]
         for a, variant in variants.items():
-            sims = {t: variant(values[t], t in neg, has_not) for t in qtexts}
+            sims = {t: variant(values[t], not positive[t], has_not) for t in qtexts}
             scores = evaluate_numpy(tree, sims, families.get(a, DEFAULT_FAMILY))
             top = np.argsort(-scores, kind="stable")[:K]
             runs[a][q.id] = [ids[i] for i in top]

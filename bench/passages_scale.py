@@ -94,11 +94,11 @@ from scale import (
 from pglogic.embed.passages import Span
 from pglogic.engine.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions
 from pglogic.engine.compile import set_local as set_local_statements
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, negated_and_texts, with_and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, blended, with_and_texts
 from pglogic.engine.filters import filters_sql
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.engine.source import Corpus
-from pglogic.query import Node, negated_only_terms, parse, terms
+from pglogic.query import Node, parse
 from pglogic.store.corpus import build_index, create_corpus, get_corpus
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_path, ingest_records
@@ -466,13 +466,11 @@ def exact_scores(tree: Node, docs: Documents, vecs: dict[str, np.ndarray], layou
     q = np.stack([vecs[t] for t in names]).T.astype(np.float32)
     if layout == "passages":
         sims = np.maximum.reduceat(docs.data.vectors @ q, docs.starts, axis=0)
-        negated = set(negated_only_terms(tree))
-        if negated:
-            negated |= set(negated_and_texts(tree)) - set(terms(tree))
+        mask = blended(tree, names, "blend-not")
+        if any(mask):
             own = first @ q
-            for i, t in enumerate(names):
-                if t not in negated:
-                    sims[:, i] = (sims[:, i] + own[:, i]) / 2
+            for i in np.flatnonzero(mask):
+                sims[:, i] = (sims[:, i] + own[:, i]) / 2
     else:
         sims = first @ q
     by_text = {t: sims[:, i] for i, t in enumerate(names)}

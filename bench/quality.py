@@ -314,8 +314,8 @@ def _rewrites_md() -> list[str]:
          "goal: exact ≥ 0.65, equivalent ≥ 0.75, no fallbacks"], body,
     )  # fmt: skip
     out += [
-        f"Model {', '.join(sorted(models)) or '?'} (llama-cpp-python, CPU), output constrained by the query grammar whose terms are the question's "
-        "words, checked by `pglogic.llm.wording`; per question and by shape in "
+        f"Model {', '.join(sorted(models)) or '?'} (llama-cpp-python, CPU), output constrained "
+        "by the query grammar whose terms are the question's words, checked by `pglogic.llm.wording`; per question and by shape in "
         "`bench/nl/results.md`.",
         "",
     ]
@@ -328,7 +328,8 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         "# Retrieval quality: pglogic vs dense retrieval on the shared datasets",
         "",
         f"Machine: {machine}. Model all-MiniLM-L6-v2; top 100 per query; up to "
-        f"{per_template(rows)} derived queries per template; per-dataset reports in `bench/quality/<dataset>/results.md`. "
+        f"{per_template(rows)} derived queries per template; per-dataset reports in "
+        "`bench/quality/<dataset>/results.md`. "
         f"The default engine is {HEADLINE} (product AND, max OR, NOT (1 − x)^1.25, each AND's "
         "own text at weight 4, 1 beside a NOT), chosen leaving one corpus out in "
         "`bench/results/frontier.md`, on the default layout: passages "

@@ -70,7 +70,7 @@ from psycopg import sql
 from pglogic.engine.conjunction import (
     MAX_AND_TEXT,
     and_texts,
-    negated_and_texts,
+    blended,
     scored_terms,
     with_and_texts,
 )
@@ -101,7 +101,6 @@ from pglogic.query import (
     Term,
     map_terms,
     matches,
-    negated_only_terms,
     positive_matches,
     positive_terms,
     semantic_part,
@@ -1027,11 +1026,6 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     vectors join the grouped rows afterwards, so the grouping never carries them. With
     ``Source.own_nullable``, a row whose own vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
-    query_terms = set(terms(parts.tree))
-    negated = set(negated_only_terms(parts.tree))
-    how = parts.opts.passage_score
-    blend = how == "blend" or (how == "blend-not" and bool(negated))
-    negated |= {p for p in negated_and_texts(parts.tree) if p not in query_terms}
     texts: list[tuple[str | None, str, str]] = [
         (t, f"v{i}", f"s{i}") for t, i in parts.index.items()
     ]
@@ -1051,19 +1045,21 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
         passages=src.passages, p=p, doc=sql.Identifier(src.passage_doc),
         emb=sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector)), where=where,
     )  # fmt: skip
-    blended = [t not in negated for t, _, _ in texts] if blend else []
-    if not any(blended):
+    mask = blended(parts.tree, [t for t, _, _ in texts], parts.opts.passage_score)
+    if not any(mask):
         return grouped
     outer: list[sql.Composable] = []
-    for (_, v, n), mean in zip(texts, blended, strict=True):
+    for (_, v, n), mean in zip(texts, mask, strict=True):
         col = sql.Identifier("b", n)
-        own = _cosine(_distance(src, pre, v))
-        item: sql.Composable = sql.SQL("({} + {}) / 2").format(col, own) if mean else col
-        if mean and src.own_nullable:  # no vector of its own: the best passage alone
+        if not mean:
+            outer.append(col)
+            continue
+        item: sql.Composable = sql.SQL("({} + {}) / 2").format(col, _cosine(_distance(src, pre, v)))
+        if src.own_nullable:  # no vector of its own: the best passage alone
             item = sql.SQL("CASE WHEN {} IS NULL THEN {} ELSE {} END").format(
                 src.col(src.embedding), col, item
             )
-        outer.append(sql.SQL("{} AS {}").format(item, sql.Identifier(n)) if mean else col)
+        outer.append(sql.SQL("{} AS {}").format(item, sql.Identifier(n)))
     outer += [sql.Identifier("b", f"l{j}") for j in range(len(parts.lexical))]
     joined = 'SELECT {b_id}, {outer} FROM ({grouped}) "b" JOIN {from_} ON {id} = {b_id}'
     return sql.SQL(joined).format(

@@ -25,9 +25,30 @@ Example:
 
 from __future__ import annotations
 
-from pglogic.query import And, Match, Node, Not, Or, Term, semantic_part, terms, to_text
+from collections.abc import Sequence
 
-__all__ = ["DEFAULT_AND_TEXT", "MAX_AND_TEXT", "and_texts", "scored_terms", "with_and_texts"]
+from pglogic.query import (
+    And,
+    Match,
+    Node,
+    Not,
+    Or,
+    Term,
+    negated_only_terms,
+    semantic_part,
+    terms,
+    to_text,
+)
+
+__all__ = [
+    "DEFAULT_AND_TEXT",
+    "MAX_AND_TEXT",
+    "and_texts",
+    "blended",
+    "negated_and_texts",
+    "scored_terms",
+    "with_and_texts",
+]
 
 DEFAULT_AND_TEXT = 4
 """The default weight of an AND's own text (chosen leaving one corpus out:
@@ -95,6 +116,28 @@ def negated_and_texts(tree: Node) -> list[str]:
         []
     """
     return [p for p, pos in _and_text_polarity(tree).items() if not pos]
+
+
+def blended(tree: Node, texts: Sequence[str | None], passage_score: str) -> list[bool]:
+    """Which of ``texts`` (scored for ``tree``; None: a text of no polarity, e.g. SQO's guide)
+    take the mean of their best passage's similarity and the document's own vector's under
+    ``passage_score``: under ``blend``, and ``blend-not`` in a formula with a negated-only
+    term, every text but the negated-only terms and the AND texts under NOTs only (they keep
+    their best passage); under ``max``, none.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> tree = parse('"a" AND NOT ("b" AND "c")')
+        >>> blended(tree, ["a", "b", "c", "b and c"], "blend-not")
+        [True, False, False, False]
+        >>> blended(parse('"a" AND "b"'), ["a", "b", "a and b"], "blend-not")
+        [False, False, False]
+    """
+    negated = set(negated_only_terms(tree))
+    if not (passage_score == "blend" or (passage_score == "blend-not" and negated)):
+        return [False] * len(texts)
+    negated |= set(negated_and_texts(tree)) - set(terms(tree))
+    return [t not in negated for t in texts]
 
 
 def with_and_texts(tree: Node, weight: int, beside_not: int | None = None) -> Node:

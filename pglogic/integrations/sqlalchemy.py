@@ -82,8 +82,6 @@ class _Spec:
     lexical_column: str | None = None
     text_config: str = "english"
     passages: _Passages | None = None
-    #: The embedding column may be NULL (a blended passage score then takes the best passage).
-    embedding_nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,11 +160,13 @@ def _source(s: _Spec) -> Source:
         else psql.Identifier(s.table.name)
     )
     p = s.passages
+    own = s.table.c.get(s.embedding_column)  # the documents' own vectors, if they have them
     return Source(
         table, None, s.id_column, s.embedding_column, s.dim, (),
         lexical=s.lexical_column, text_config=s.text_config if s.lexical_column else None,
         passages=p.table if p else None, passage_doc=p.doc if p else "doc_id",
-        passage_embedding=p.embedding if p else None, own_nullable=s.embedding_nullable,
+        passage_embedding=p.embedding if p else None,
+        own_nullable=own is not None and bool(own.nullable),
     )  # fmt: skip
 
 
@@ -326,7 +326,7 @@ def logical_search(
                 raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
     spec = _Spec(
         tree, table, id_col.name, emb_name, dim, options, vecs, term_list, lex_name,
-        text_config, pas, bool(emb_col is not None and emb_col.nullable),
+        text_config, pas,
     )  # fmt: skip
     n_lex = len(probe.lexical)
     cols = [column("id", id_col.type), column("score", Float)]
