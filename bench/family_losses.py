@@ -50,7 +50,7 @@ from passages_aggregate import load_corpus, per_document
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import blended, with_and_texts
+from pglogic.engine.conjunction import and_texts, blended, with_and_texts
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.compare import family_of, holm
 from pglogic.eval.data import load_dataset
@@ -75,6 +75,9 @@ class Candidate:
     #: The document's own vector's weight in a text's similarity in a formula without NOT
     #: (``blend-not``: 0, the best passage alone).
     own_plain: float = 0.0
+    #: The own vector's weight in a formula with neither a negated term nor an AND of two
+    #: positive operands (a disjunction, or one term).
+    own_or: float = 0.0
 
     @property
     def label(self) -> str:
@@ -83,6 +86,8 @@ class Candidate:
             out += f", question {self.question:g}"
         if self.own_plain:
             out += f", own {self.own_plain:g} without NOT"
+        if self.own_or:
+            out += f", own {self.own_or:g} in OR"
         return out + f", γ {self.gamma:g}"
 
 
@@ -105,6 +110,12 @@ CANDIDATES = (
     Candidate(4, 1, 0.0, 1.25, 0.25),
     Candidate(2, 1, 0.0, 1.25, 0.1),
     Candidate(2, 1, 0.0, 1.25, 0.25),
+    Candidate(2, 1, 0.0, 1.25, own_or=0.1),
+    Candidate(2, 1, 0.0, 1.25, own_or=0.25),
+    Candidate(2, 1, 0.0, 1.25, own_or=0.5),
+    Candidate(4, 1, 0.0, 1.25, own_or=0.25),
+    Candidate(2, 0, 0.0, 1.25, own_or=0.25),
+    Candidate(2, 1, 0.25, 1.5, own_or=0.25),
 )
 #: Every method of the evaluation without AND texts scores a plain conjunction like this one.
 PLAIN = Candidate(0, 0, 0.0, 1.25)
@@ -127,6 +138,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     runs["dense"] = {}
     for i, q in enumerate(derived.queries):
         has_not = bool(negated_only_terms(q.tree))
+        disjunction = not has_not and not and_texts(q.tree)
         scored = sorted({t for c in CANDIDATES for t in terms(trees[c][i])} | {q.text})
         positive = dict(zip(scored, blended(q.tree, scored, "blend"), strict=True))
 
@@ -140,9 +152,10 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
 
         for c in CANDIDATES:
             tree = trees[c][i]
+            own = c.own_or if disjunction and c.own_or else c.own_plain
             scores = evaluate_numpy(
                 tree,
-                {t: sim(t, c.own_plain) for t in terms(tree)},
+                {t: sim(t, own) for t in terms(tree)},
                 f"and=product,or=max,not=complement^{c.gamma:g}",
             )
             if c.question and has_not:

@@ -569,10 +569,11 @@ class PgLogic:
         (:class:`~pglogic.errors.SearchTimeout`). ``and_text`` is the weight of each AND's own
         text (:mod:`pglogic.engine.conjunction`; 0: the formula alone). On a corpus with
         passages, each term's truth is its best passage's (``passages=False``: the documents'
-        own vectors; ``passage_score``: ``blend-not``, the default, makes a positive text's
+        own vectors; ``passage_score``: ``blend-not-or``, the default, makes a positive text's
         similarity in a formula with a negated term the mean of its best passage's and the
-        document's own vector's; ``max`` the best passage's always, ``blend`` in every
-        formula); ``explain_passages`` fills ``result.passages`` with the passage that
+        document's own vector's, and in a formula with neither a NOT nor an AND adds a tenth
+        of the own vector; ``blend-not`` the former only, ``max`` the best passage's always,
+        ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages`` with the passage that
         decided each similarity of each hit. Safe to call from many threads at once.
 
         Example:

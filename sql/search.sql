@@ -17,7 +17,7 @@
 -- guide vector itself), term_scans (null, true, false) and filters (a list of {"contains":
 -- {...}} and {"key": KEY, "op": OP, "value": VALUE}). Since migration 0006 the default operators
 -- are "product-max-strong" (NOT (1 - x)^1.25; any NOT may be "complement^G"), and "and_text"
--- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
+-- (0 to 10; the default 4, since migration 0013 2) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
 -- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
 -- render.search_json) or pglogic.term_cache.
 -- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
@@ -41,7 +41,10 @@
 -- negated-only term the mean of its best passage's similarity and the document's own vector's
 -- ("max": the best passage's for every text). Since migration 0012, "blend-not", the default,
 -- blends so in a formula with a negated-only term and takes the best passage in one without;
--- an AND's own text under NOTs only is negated too (it keeps its best passage).
+-- an AND's own text under NOTs only is negated too (it keeps its best passage). Since migration
+-- 0013, "blend-not-or", the default, is "blend-not" and, in a formula with neither a
+-- negated-only term nor an AND phrase (pglogic._and_texts: a disjunction, or one term), gives
+-- every text 0.9 of its best passage's similarity and 0.1 of the document's own vector's.
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -1292,6 +1295,7 @@ DECLARE
     pjoin text;
     and_polarity jsonb := '{}';
     blended boolean[];
+    disjunction boolean;  -- (since 0013)
 BEGIN
     SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
            (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
@@ -1340,7 +1344,7 @@ BEGIN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10',
             pglogic._show(opts -> 'and_text') USING ERRCODE = '22023';
     END IF;
-    and_text := pglogic._int_option(opts, 'and_text', 4);
+    and_text := pglogic._int_option(opts, 'and_text', 2);  -- (4 before migration 0013)
     IF and_text < 0 OR and_text > 10 THEN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10', and_text
             USING ERRCODE = '22023';
@@ -1381,12 +1385,14 @@ BEGIN
     use_passages := pglogic._bool_option(opts, 'passages', true);  -- (checked on any corpus)
     use_passages := use_passages AND c.passage_tokens IS NOT NULL;
     -- since migration 0011: how the passages make a text's similarity
-    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus); since 0012 the default is
-    -- "blend-not" (pglogic.engine.options.DEFAULT_PASSAGE_SCORE)
-    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'blend-not');
+    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus); the default is
+    -- "blend-not" since 0012, "blend-not-or" since 0013
+    -- (pglogic.engine.options.DEFAULT_PASSAGE_SCORE)
+    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'blend-not-or');
     IF jsonb_typeof(opts -> 'passage_score') NOT IN ('string', 'null')
-       OR NOT passage_score = ANY (ARRAY['blend-not', 'max', 'blend']) THEN
-        RAISE EXCEPTION 'Unknown passage score %: valid values are blend-not, max, blend',
+       OR NOT passage_score = ANY (ARRAY['blend-not-or', 'blend-not', 'max', 'blend']) THEN
+        RAISE EXCEPTION 'Unknown passage score %: valid values are blend-not-or, blend-not, max, '
+            'blend',
             CASE WHEN jsonb_typeof(opts -> 'passage_score') = 'string'
                  THEN quote_literal(passage_score)
                  ELSE pglogic._show(opts -> 'passage_score') END USING ERRCODE = '22023';
@@ -1535,7 +1541,10 @@ BEGIN
         -- Since 0011, "passage_score": "blend" (pglogic.engine.compile._passage_sims): a text
         -- that is not a negated-only term takes the mean of that and the document's own vector's;
         -- since 0012 "blend-not" does so when some term is negated-only (not a candidate term),
-        -- and an AND text whose ANDs are all under odd NOTs keeps its best passage (both blends)
+        -- and an AND text whose ANDs are all under odd NOTs keeps its best passage (both blends);
+        -- since 0013 "blend-not-or" is "blend-not" and, in a formula with neither a
+        -- negated-only term nor an AND phrase ("disjunction"), every text takes 0.9 of its best
+        -- passage's and 0.1 of the own vector's (pglogic.engine.conjunction.own_weights)
         passage_table := format('%s.%s', pglogic._qi('pglogic'),
                                 pglogic._qi(c.table_name || '_passages'));
         pemb := '"p".' || pglogic._qi(c.column_name);
@@ -1543,11 +1552,15 @@ BEGIN
         -- are added after the GROUP BY, the documents joined again ("b": the grouped rows), so
         -- the grouping never carries the documents' vectors; psims is the sims query with a %s
         -- for its FROM ... WHERE.
+        disjunction := passage_score = 'blend-not-or' AND terms[1:n_terms] <@ candidate_terms
+                       AND cardinality(pglogic._and_texts(tree, '{}')) = 0;
         blended := ARRAY(
-            SELECT (passage_score = 'blend' OR (passage_score = 'blend-not'
-                                                AND NOT terms[1:n_terms] <@ candidate_terms))
-                   AND (CASE WHEN n > n_terms THEN (and_polarity ->> terms[n])::boolean
-                             ELSE terms[n] = ANY (candidate_terms) END)
+            SELECT disjunction
+                   OR ((passage_score = 'blend'
+                        OR (passage_score IN ('blend-not', 'blend-not-or')
+                            AND NOT terms[1:n_terms] <@ candidate_terms))
+                       AND (CASE WHEN n > n_terms THEN (and_polarity ->> terms[n])::boolean
+                                 ELSE terms[n] = ANY (candidate_terms) END))
             FROM generate_series(1, n_texts) AS n ORDER BY n);
         psims := 'SELECT "d"."id", ' || replace(array_to_string(ARRAY(
             SELECT format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0)) AS %s',
@@ -1556,7 +1569,11 @@ BEGIN
             || ' FROM %s GROUP BY "d"."id"';
         IF true = ANY (blended) THEN
             psims := 'SELECT "b"."id", ' || replace(array_to_string(ARRAY(
-                SELECT CASE WHEN blended[n]
+                SELECT CASE WHEN blended[n] AND disjunction
+                            THEN format('("b".%1$s * 9 + coalesce(nullif(1 - (%2$s <=> $1[%3$s]::vector(%4$s)),'
+                                        ' ''NaN''), 0)) / 10 AS %1$s',
+                                        pglogic._qi('s' || (n - 1)), emb, n, c.dim)
+                            WHEN blended[n]
                             THEN format('("b".%1$s + coalesce(nullif(1 - (%2$s <=> $1[%3$s]::vector(%4$s)),'
                                         ' ''NaN''), 0)) / 2 AS %1$s',
                                         pglogic._qi('s' || (n - 1)), emb, n, c.dim)

@@ -106,7 +106,7 @@ def test_explain_names_the_deciding_passage_of_each_text(
     short = next(h for h in body["hits"] if h["id"] == "rates-2")  # one passage: the story
     assert {p["ord"] for p in short["explain"]["passages"].values()} == {0}
     assert short["explain"]["passages"]["wheat exports"]["start"] == 0
-    # the default (blend-not): the negated term's similarity is still its deciding passage's
+    # the default (blend-not-or): the negated term's similarity is still its deciding passage's
     for hit in search(client, explain=True).json()["hits"]:
         wheat = hit["explain"]["passages"]["wheat exports"]
         assert wheat["similarity"] == pytest.approx(hit["similarities"]["wheat exports"], abs=1e-5)
@@ -129,7 +129,7 @@ def test_passages_false_reads_the_documents_own_vectors(
 def test_passage_score_blend_is_the_python_search(client: TestClient, direct: PgLogic) -> None:
     """ "passage_score": "blend" reaches the search (its hits and scores are Python's), the
     compiled SQL shows the blended similarity, and an unknown value is refused (422); the
-    default, "blend-not", is "blend" with a NOT and "max" without."""
+    default, "blend-not-or", is "blend" with a NOT and "max" in a conjunction without."""
     body = search(client, passage_score="blend", include_sql=True).json()
     want = direct.search("news", QUERY, k=5, passage_score="blend").hits
     assert [h["id"] for h in body["hits"]] == [h.external_id for h in want]
@@ -137,7 +137,7 @@ def test_passage_score_blend_is_the_python_search(client: TestClient, direct: Pg
     plain = search(client, passage_score="max").json()
     assert [h["score"] for h in plain["hits"]] != [h["score"] for h in body["hits"]]
     assert ") / 2 AS" in body["sql"]["text"]
-    # the default, blend-not: blend in this formula with a NOT; max in one without
+    # the default, blend-not-or: blend in this formula with a NOT; max in a conjunction without
     default = search(client).json()
     assert [h["score"] for h in default["hits"]] == pytest.approx([h.score for h in want])
     no_not = {"query": '"central bank interest rates" AND "wheat exports"'}

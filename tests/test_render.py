@@ -174,9 +174,9 @@ def test_json_tree_and_search_json() -> None:
     }
     filtered = search_json(tree, SearchOptions(filters=(parse_filter("a=1"),)))
     assert filtered["filters"] == [{"key": "a", "op": "=", "value": 1}]
-    # the passage score is always said, so a database before 0012 refuses blend-not rather than
-    # scoring by max; without passages it is not
-    assert q["passage_score"] == "blend-not"
+    # the passage score is always said, so a database before 0013 refuses blend-not-or rather
+    # than scoring another way; without passages it is not
+    assert q["passage_score"] == "blend-not-or"
     assert search_json(tree, SearchOptions(passage_score="max"))["passage_score"] == "max"
     own = search_json(tree, SearchOptions(passages=False))
     assert own["passages"] is False and "passage_score" not in own

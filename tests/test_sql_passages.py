@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic import PgLogic
 from pglogic.engine.compile import SearchOptions, compile_query
-from pglogic.engine.conjunction import negated_and_texts
+from pglogic.engine.conjunction import and_texts, negated_and_texts
 from pglogic.engine.filters import parse_filter
 from pglogic.engine.render import search_json
 from pglogic.errors import InvalidInput
@@ -274,20 +274,22 @@ def test_passages_option_errors(synth_dsn: str) -> None:
             exc = sql_error(conn, "synthp", {"tree": vec, "passage_score": bad})
             assert (
                 message(exc)
-                == f"Unknown passage score {shown}: valid values are blend-not, max, blend"
+                == f"Unknown passage score {shown}: valid values are blend-not-or, blend-not, max, "
+                "blend"
             )
         with pytest.raises(InvalidInput) as py:  # the Python message, the same words
             compile_query(parse('"a"'), get_corpus(conn, "synthp"),
                           SearchOptions(passage_score="min"))  # fmt: skip
-        assert (
-            str(py.value) == "Unknown passage score 'min': valid values are blend-not, max, blend"
+        assert str(py.value) == (
+            "Unknown passage score 'min': valid values are blend-not-or, blend-not, max, blend"
         )
 
 
-@pytest.mark.parametrize("how", ["blend", "blend-not", "max"])
+@pytest.mark.parametrize("how", ["blend", "blend-not", "blend-not-or", "max"])
 @pytest.mark.parametrize(
     ("query", "exact"),
     [(q, e) for q in ('"a"', '"a" AND NOT "b"', '"a" OR "b" AND NOT "c"', '"a" AND "b"',
+                      '"a" OR "b"', '"a" OR "b" OR "c" AND "a"',
                       '"a" AND NOT NOT "b"', '"a" AND NOT ("b" AND NOT "a")',
                       '"a" AND NOT ("b" AND "c")', '"a" AND "b" AND NOT ("b" AND "a" OR "c")',
                       '("a" AND "b") AND NOT ("a" AND "b" AND NOT "c")')
@@ -300,8 +302,9 @@ def test_blend_is_the_python_statement_and_blends_positive_texts_only(
     """``"passage_score": "blend"``: the compiler's statement, text for text; a text that is
     not a negated-only term (a positive term, an AND's own text) is the mean of its best
     passage and the document's own vector, a negated term keeps its best passage.
-    ``"blend-not"`` (the default) blends so only in a formula with a negated-only term, and
-    ``"max"`` never."""
+    ``"blend-not"`` blends so only in a formula with a negated-only term; ``"blend-not-or"``
+    (the default) as well, and in a formula with neither a negated-only term nor an AND phrase
+    every text takes a tenth of the own vector; ``"max"`` never."""
     opts = SearchOptions(passage_score=how, exact=exact)
     with connect(synth_dsn) as conn:
         assert_plan_is_pythons(conn, query, opts, "synthp")
@@ -311,12 +314,14 @@ def test_blend_is_the_python_statement_and_blends_positive_texts_only(
     tree = parse(query)
     scored = compile_query(tree, corpus, opts).terms
     negated_only = set(negated_only_terms(tree))
-    blends = how == "blend" or (how == "blend-not" and bool(negated_only))
+    blends = how == "blend" or (how.startswith("blend-not") and bool(negated_only))
+    tenth = how == "blend-not-or" and not negated_only and not and_texts(tree)
     # an AND's own text under NOTs only is negated too
     negated_only |= set(negated_and_texts(tree)) - set(terms(tree))
     for i, t in enumerate(scored):
         blended = f') / 2 AS "s{i}"' in text
         assert blended == (blends and t not in negated_only), (t, text)
+        assert (" * 9 + coalesce" in text and f') / 10 AS "s{i}"' in text) == tenth, (t, text)
 
 
 # -- pglogic.search over passages: the Python search's rows on real documents ----------------------
@@ -472,11 +477,59 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
-        # what Python renders with the default options says blend-not, so 0011 refuses it too
-        rendered = search_json(parse('"a" AND NOT "b"'), vectors={"a": a, "b": b})
+        # what Python renders says its passage score, so 0011 refuses it too
+        rendered = search_json(parse('"a" AND NOT "b"'), SearchOptions(passage_score="blend-not"),
+                               vectors={"a": a, "b": b})  # fmt: skip
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
+    finally:
+        migrate.upgrade(synth_dsn)
+    assert all_functions(synth_dsn) == head
+
+
+def test_migration_0013_blends_disjunctions_and_halves_the_and_text(synth_dsn: str) -> None:
+    """0013 makes ``blend-not-or`` the function's default (a disjunction's texts take a tenth
+    of the document's own vector) and ``and_text`` 2; down to 0012 the defaults are
+    ``blend-not`` and 4 again and ``blend-not-or`` is refused; up again every function is as at
+    head."""
+    a, b, ab = ([0.1] * 383 + [1.0]), ([1.0] + [0.1] * 383), ([0.5] * 384)
+    disjunction = {"tree": {"op": "or", "args": [{"term": "a", "vector": a},
+                                                 {"term": "b", "vector": b}]}}  # fmt: skip
+    conjunction = {"tree": {"op": "and", "args": [{"term": "a", "vector": a},
+                                                  {"term": "b", "vector": b}]},
+                   "vectors": {"a and b": ab}}  # fmt: skip
+
+    def statement(opts: dict[str, Any]) -> str:
+        with connect(synth_dsn) as conn:
+            row = conn.execute(
+                "SELECT pglogic.search_plan('synthp', %s) ->> 'statement'", (Jsonb(opts),)
+            ).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    head = all_functions(synth_dsn)
+    tenth = ') / 10 AS "s0"'
+    assert tenth in statement(disjunction) and ") / 10 AS" not in statement(conjunction)
+    assert tenth not in statement({**disjunction, "passage_score": "blend-not"})
+    phrase_at_head = statement(conjunction).count('"s2"')  # its column, then once per weight
+    assert statement({**conjunction, "and_text": 4}).count('"s2"') == phrase_at_head + 2
+    try:
+        migrate.downgrade(synth_dsn, "0012")
+        old = all_functions(synth_dsn)
+        assert set(old) == set(head)
+        assert {f for f in old if old[f] != head[f]} == {"pglogic._plan(text,jsonb)"}
+        assert ") / 10 AS" not in statement(disjunction)  # blend-not: max without a NOT
+        assert statement(conjunction).count('"s2"') == phrase_at_head + 2  # and_text 4
+        with connect(synth_dsn) as conn:
+            exc = sql_error(conn, "synthp", {**disjunction, "passage_score": "blend-not-or"})
+        assert message(exc) == (
+            "Unknown passage score 'blend-not-or': valid values are blend-not, max, blend"
+        )
+        rendered = search_json(parse('"a" OR "b"'), vectors={"a": a, "b": b})  # the default
+        with connect(synth_dsn) as conn:
+            exc = sql_error(conn, "synthp", rendered)
+        assert "Unknown passage score 'blend-not-or'" in message(exc)
     finally:
         migrate.upgrade(synth_dsn)
     assert all_functions(synth_dsn) == head

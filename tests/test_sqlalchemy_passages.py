@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from pglogic.embed.passages import split, tokenizer_of
+from pglogic.engine.conjunction import and_texts
 from pglogic.engine.operators import evaluate_numpy, resolve_family
 from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, logical_search, url_from_dsn
@@ -125,14 +126,17 @@ def _rows(dsn: str, stmt: Any) -> list[Any]:
 
 
 def _reference(
-    query: str, lang: str | None = None, mine: bool = False, how: str = "blend-not"
+    query: str, lang: str | None = None, mine: bool = False, how: str = "blend-not-or"
 ) -> list[tuple[int, float]]:
     """(article id, score) by NumPy: each term's similarity the best over the passages (with
-    ``how="blend"``, and ``"blend-not"``, the default, when a term is negated, a positive term's
-    is the mean of that and the article's own vector's)."""
+    ``how="blend"``, and ``"blend-not"`` / ``"blend-not-or"``, the default, when a term is
+    negated, a positive term's is the mean of that and the article's own vector's; with
+    ``"blend-not-or"`` in a formula with neither a NOT nor an AND, 0.9 of that and 0.1 of the
+    own vector's)."""
     tree = parse(query)
     negated_only = set(negated_only_terms(tree))
-    blend = how == "blend" or (how == "blend-not" and bool(negated_only))
+    blend = how == "blend" or (how in ("blend-not", "blend-not-or") and bool(negated_only))
+    tenth = how == "blend-not-or" and not negated_only and not and_texts(tree)
     ids: list[int] = []
     sims: dict[str, list[float]] = {t: [] for t in TERMS}
     for aid, (_, alang, _, vecs) in _all_articles().items():
@@ -143,8 +147,11 @@ def _reference(
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
         for t, v in TERMS.items():
             best = float((mat @ np.asarray(v)).max())
-            if blend and t not in negated_only:  # the own vector: the first passage's
-                best = (best + float(mat[0] @ np.asarray(v))) / 2
+            own = float(mat[0] @ np.asarray(v))  # the own vector: the first passage's
+            if blend and t not in negated_only:
+                best = (best + own) / 2
+            elif tenth:
+                best = (best * 9 + own) / 10
             sims[t].append(best)
     score = evaluate_numpy(tree, {t: np.array(s) for t, s in sims.items()}, resolve_family(None))
     order = np.lexsort((np.array(ids), -score))
@@ -279,21 +286,24 @@ def test_blend_takes_the_mean_of_the_best_passage_and_the_articles_own_vector(db
 
 
 def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: str) -> None:
-    """With the articles' own vectors the default is the engine's, ``blend-not``: as ``blend``
-    in a formula with a negated term, as ``max`` in one without (the NumPy references); without
-    them it is ``max``."""
+    """With the articles' own vectors the default is the engine's, ``blend-not-or``: as
+    ``blend`` in a formula with a negated term, a tenth of the own vector with one term (the
+    NumPy references); without them it is ``max``."""
     for q in QUERIES:
         got = _rows(db, search(q, k=6))
         ref = _reference(q)[:6]
         assert [r[0].id for r in got] == [i for i, _ in ref], q
         assert [r.score for r in got] == pytest.approx([s for _, s in ref], abs=1e-6)
-        assert [r.score for r in got] == pytest.approx(
-            [s for _, s in _reference(q, how="blend" if "NOT" in q else "max")[:6]], abs=1e-6
-        )
+        other = [s for _, s in _reference(q, how="blend" if "NOT" in q else "max")[:6]]
+        if "NOT" in q:
+            assert [r.score for r in got] == pytest.approx(other, abs=1e-6)
+        else:  # one term: not the best passage's alone
+            assert [r.score for r in got] != pytest.approx(other, abs=1e-6)
     own_less = logical_search(Article, None, '"x" AND NOT "y"', vectors=TERMS,
                               passages=ArticlePassage, k=6)  # fmt: skip
     assert own_less.pglogic_spec.options.passage_score == "max"
-    for how in ("blend", "blend-not"):  # asked for explicitly: refused where it cannot apply
+    # asked for explicitly: refused where it cannot apply
+    for how in ("blend", "blend-not", "blend-not-or"):
         with pytest.raises(InvalidInput, match=f'"{how}" needs the documents\' own embedding'):
             logical_search(Article, None, '"x"', vectors=TERMS, passages=ArticlePassage,
                            passage_score=how)  # fmt: skip
@@ -301,7 +311,7 @@ def test_the_default_blends_with_a_not_and_takes_the_best_passage_without(db: st
             logical_search(Article, Article.embedding, '"x"', vectors=TERMS, passage_score=how)
     # without passages the default is accepted (it changes nothing there)
     plain = logical_search(Article, Article.embedding, '"x"', vectors=TERMS)
-    assert plain.pglogic_spec.options.passage_score == "blend-not"
+    assert plain.pglogic_spec.options.passage_score == "blend-not-or"
 
 
 class _NullableBase(DeclarativeBase):

@@ -187,8 +187,9 @@ def search_options(f: Any) -> Any:
     default=DEFAULT_PASSAGE_SCORE,
     show_default=True,
     help="Over passages: each text's best passage (max); for positive texts the mean of it and "
-    "the document's own vector (blend), or that only in formulas with a NOT (blend-not; "
-    "docs/passages.md).",
+    "the document's own vector (blend), or that only in formulas with a NOT (blend-not); "
+    "blend-not-or also adds a tenth of the own vector in formulas with neither a NOT nor an "
+    "AND (docs/passages.md).",
 )
 @click.option(
     "--explain",

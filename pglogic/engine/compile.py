@@ -69,8 +69,9 @@ from psycopg import sql
 
 from pglogic.engine.conjunction import (
     MAX_AND_TEXT,
+    OWN_IN_DISJUNCTION,
     and_texts,
-    blended,
+    own_weights,
     scored_terms,
     with_and_texts,
 )
@@ -1017,13 +1018,20 @@ def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
     return sql.SQL("max({})").format(_cosine(dist))
 
 
+#: The blend of a text's best passage's similarity and the document's own vector's, by the own
+#: vector's weight (:func:`pglogic.engine.conjunction.own_weights`; the SQL function writes
+#: the same text).
+_BLEND = {0.5: "({} + {}) / 2", OWN_IN_DISJUNCTION: "({} * 9 + {}) / 10"}
+
+
 def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) -> sql.Composable:
     """The ``sims`` query over passages: every similarity the best over the document's passages
     of the documents of ``source`` (``GROUP BY`` the document), and the lexical truths (of the
-    document's own words). With ``blend``, and ``blend-not`` in a formula with a negated term,
-    a positive text's similarity is the mean of that and the document's own vector's (a
-    negated-only term and an AND text under NOTs only keep the best passage's): the documents'
-    vectors join the grouped rows afterwards, so the grouping never carries them. With
+    document's own words). A text with an own-vector weight (``own_weights``: with ``blend``,
+    and ``blend-not`` / ``blend-not-or`` in a formula with a negated term, a positive text's
+    similarity is the mean of that and the document's own vector's; with ``blend-not-or`` in
+    a disjunction, a tenth of the own vector's) blends them: the documents' vectors join the
+    grouped rows afterwards, so the grouping never carries them. With
     ``Source.own_nullable``, a row whose own vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
     texts: list[tuple[str | None, str, str]] = [
@@ -1045,16 +1053,16 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
         passages=src.passages, p=p, doc=sql.Identifier(src.passage_doc),
         emb=sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector)), where=where,
     )  # fmt: skip
-    mask = blended(parts.tree, [t for t, _, _ in texts], parts.opts.passage_score)
-    if not any(mask):
+    weights = own_weights(parts.tree, [t for t, _, _ in texts], parts.opts.passage_score)
+    if not any(weights):
         return grouped
     outer: list[sql.Composable] = []
-    for (_, v, n), mean in zip(texts, mask, strict=True):
+    for (_, v, n), w in zip(texts, weights, strict=True):
         col = sql.Identifier("b", n)
-        if not mean:
+        if not w:
             outer.append(col)
             continue
-        item: sql.Composable = sql.SQL("({} + {}) / 2").format(col, _cosine(_distance(src, pre, v)))
+        item: sql.Composable = sql.SQL(_BLEND[w]).format(col, _cosine(_distance(src, pre, v)))
         if src.own_nullable:  # no vector of its own: the best passage alone
             item = sql.SQL("CASE WHEN {} IS NULL THEN {} ELSE {} END").format(
                 src.col(src.embedding), col, item

@@ -43,16 +43,25 @@ from pglogic.query import (
 __all__ = [
     "DEFAULT_AND_TEXT",
     "MAX_AND_TEXT",
+    "OWN_IN_DISJUNCTION",
     "and_texts",
     "blended",
     "negated_and_texts",
+    "own_weights",
     "scored_terms",
     "with_and_texts",
 ]
 
-DEFAULT_AND_TEXT = 4
-"""The default weight of an AND's own text (chosen leaving one corpus out:
-``bench/results/frontier.md``)."""
+DEFAULT_AND_TEXT = 2
+"""The default weight of an AND's own text in a plain conjunction (beside a NOT: one), chosen
+leaving one corpus out in ``bench/results/family_losses.md`` (weight 4, ``frontier.md``'s
+choice, ranked Reuters' plain conjunctions below every method without AND texts)."""
+
+OWN_IN_DISJUNCTION = 0.1
+"""Under the passage score ``blend-not-or``, the document's own vector's weight beside the best
+passage in a formula with neither a negated term nor an AND of two positive texts (a
+disjunction, or one term): chosen leaving one corpus out in ``bench/results/family_losses.md``
+(Stack Exchange's ``OR`` queries ranked below one vector per document)."""
 
 MAX_AND_TEXT = 10
 """The largest weight accepted."""
@@ -118,12 +127,41 @@ def negated_and_texts(tree: Node) -> list[str]:
     return [p for p, pos in _and_text_polarity(tree).items() if not pos]
 
 
+def own_weights(tree: Node, texts: Sequence[str | None], passage_score: str) -> list[float]:
+    """The weight of the document's own vector in each of ``texts``' similarity (scored for
+    ``tree``; None: a text of no polarity, e.g. SQO's guide), beside its best passage's, under
+    ``passage_score``:
+
+    * ``blend``, and ``blend-not`` / ``blend-not-or`` in a formula with a negated-only term:
+      0.5 (the mean) for every text but the negated-only terms and the AND texts under NOTs only
+      (they keep their best passage: 0);
+    * ``blend-not-or`` in a formula with neither a negated-only term nor an AND of two positive
+      texts (:func:`and_texts` empty: a disjunction, or one term): :data:`OWN_IN_DISJUNCTION`
+      for every text;
+    * otherwise (``max``, and plain conjunctions): 0.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> tree = parse('"a" AND NOT ("b" AND "c")')
+        >>> own_weights(tree, ["a", "b", "c", "b and c"], "blend-not-or")
+        [0.5, 0.0, 0.0, 0.0]
+        >>> own_weights(parse('"a" OR "b"'), ["a", "b"], "blend-not-or")
+        [0.1, 0.1]
+        >>> own_weights(parse('"a" AND "b"'), ["a", "b", "a and b"], "blend-not-or")
+        [0.0, 0.0, 0.0]
+    """
+    negated = set(negated_only_terms(tree))
+    if passage_score == "blend" or (passage_score in ("blend-not", "blend-not-or") and negated):
+        negated |= set(negated_and_texts(tree)) - set(terms(tree))
+        return [0.0 if t in negated else 0.5 for t in texts]
+    if passage_score == "blend-not-or" and not negated and not and_texts(tree):
+        return [OWN_IN_DISJUNCTION] * len(texts)
+    return [0.0] * len(texts)
+
+
 def blended(tree: Node, texts: Sequence[str | None], passage_score: str) -> list[bool]:
-    """Which of ``texts`` (scored for ``tree``; None: a text of no polarity, e.g. SQO's guide)
-    take the mean of their best passage's similarity and the document's own vector's under
-    ``passage_score``: under ``blend``, and ``blend-not`` in a formula with a negated-only
-    term, every text but the negated-only terms and the AND texts under NOTs only (they keep
-    their best passage); under ``max``, none.
+    """Which of ``texts`` (scored for ``tree``) take the document's own vector into their
+    similarity under ``passage_score`` (:func:`own_weights` above 0).
 
     Example:
         >>> from pglogic.query import parse
@@ -133,11 +171,7 @@ def blended(tree: Node, texts: Sequence[str | None], passage_score: str) -> list
         >>> blended(parse('"a" AND "b"'), ["a", "b", "a and b"], "blend-not")
         [False, False, False]
     """
-    negated = set(negated_only_terms(tree))
-    if not (passage_score == "blend" or (passage_score == "blend-not" and negated)):
-        return [False] * len(texts)
-    negated |= set(negated_and_texts(tree)) - set(terms(tree))
-    return [t not in negated for t in texts]
+    return [w > 0 for w in own_weights(tree, texts, passage_score)]
 
 
 def with_and_texts(tree: Node, weight: int, beside_not: int | None = None) -> Node:

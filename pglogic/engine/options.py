@@ -38,8 +38,11 @@ MODES: dict[str, str] = {
 
 #: How a document's passages make a semantic text's similarity (``SearchOptions.passage_score``).
 PASSAGE_SCORES: dict[str, str] = {
-    "blend-not": "in a formula with a NOT (a negated term), blend; in one without, max (the "
-    "default: fewer traps than max, the same ranking without NOT; bench/results/passage_choice.md)",
+    "blend-not-or": "blend-not, and in a formula with neither a NOT nor an AND (a disjunction or "
+    "one term) a tenth of the document's own vector beside the best passage (the default: "
+    "bench/results/family_losses.md)",
+    "blend-not": "in a formula with a NOT (a negated term), blend; in one without, max (fewer "
+    "traps than max, the same ranking without NOT; bench/results/passage_choice.md)",
     "max": "the best passage's, for every text (a NOT means: no passage is about it)",
     "blend": "a negated term: the best passage's; a positive text: the mean of the best passage's "
     "and the document's own vector's (less pull from long documents' many passages; "
@@ -47,7 +50,7 @@ PASSAGE_SCORES: dict[str, str] = {
 }
 
 #: The default passage score, chosen leaving one corpus out (``bench/passage_choice.py``).
-DEFAULT_PASSAGE_SCORE = "blend-not"
+DEFAULT_PASSAGE_SCORE = "blend-not-or"
 
 #: The truth values of a lexical term (``SearchOptions.lexical``).
 LEXICAL: dict[str, str] = {
@@ -94,9 +97,10 @@ class SearchOptions:
     ``passages`` (a corpus with passages, :mod:`pglogic.store.passages`): each term's truth for
     a document is its best passage's, found by HNSW scans of the passages; False searches the
     documents' own vectors (the first window of each, as a corpus without passages does).
-    ``passage_score`` (:data:`PASSAGE_SCORES`) says how: the default ``blend-not`` averages a
-    positive text's best passage with the document's own vector in a formula with a negated
-    term; ``max`` never does, ``blend`` in every formula.
+    ``passage_score`` (:data:`PASSAGE_SCORES`) says how: the default ``blend-not-or`` averages
+    a positive text's best passage with the document's own vector in a formula with a negated
+    term, and adds a tenth of the own vector in a formula with neither a NOT nor an AND;
+    ``blend-not`` does the former only, ``max`` never blends, ``blend`` in every formula.
 
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises

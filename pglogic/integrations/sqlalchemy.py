@@ -254,9 +254,10 @@ def logical_search(
     found. ``embedding`` may be None when the documents have no vector of their own.
     ``passage_score="blend"`` makes a positive text's similarity the mean of its best passage's
     and the document's own vector's, ``"blend-not"`` does so in a formula with a negated term
-    only, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; both blends need
+    only, ``"blend-not-or"`` also adds a tenth of the own vector in a formula with neither a
+    NOT nor an AND, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; both blends need
     ``embedding``; a row whose nullable ``embedding`` is NULL takes its best passage alone).
-    The default is the engine's, ``blend-not``, when ``embedding`` is given, else ``max``.
+    The default is the engine's, ``blend-not-or``, when ``embedding`` is given, else ``max``.
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -297,9 +298,10 @@ def logical_search(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score,
     )  # fmt: skip
-    if passage_score in ("blend", "blend-not") and given_score and pas is None:
+    blends = passage_score in ("blend", "blend-not", "blend-not-or")
+    if blends and given_score and pas is None:
         raise InvalidInput(f'passage_score="{passage_score}" needs passages= (the passage table)')
-    if passage_score in ("blend", "blend-not") and pas is not None and emb_col is None:
+    if blends and pas is not None and emb_col is None:
         raise InvalidInput(
             f'passage_score="{passage_score}" needs the documents\' own embedding column'
         )

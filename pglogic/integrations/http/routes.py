@@ -98,11 +98,12 @@ class Options(BaseModel):
         description="On a corpus with passages, each term's similarity is its best passage's, as "
         "passage_score says (false: the documents' own vectors, the first window of their text)",
     )
-    passage_score: Literal["blend-not", "max", "blend"] = Field(
-        "blend-not",  # (tests/test_http.py: the engine's DEFAULT_PASSAGE_SCORE)
+    passage_score: Literal["blend-not-or", "blend-not", "max", "blend"] = Field(
+        "blend-not-or",  # (tests/test_http.py: the engine's DEFAULT_PASSAGE_SCORE)
         description="Over passages, a text's similarity: the best passage's (max); for a "
         "positive text the mean of that and the document's own vector's (blend), or that only in "
-        "a formula with a negated term (blend-not, the default)",
+        "a formula with a negated term (blend-not); blend-not, and in a formula with neither a NOT "
+        "nor an AND a tenth of the own vector (blend-not-or, the default)",
     )
 
 

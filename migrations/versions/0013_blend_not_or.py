@@ -1,0 +1,59 @@
+"""``pglogic.search()`` takes ``"passage_score": "blend-not-or"`` and ``"and_text": 2`` as its
+defaults, as the Python search.
+
+Applies ``versions/sql/0013_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). The changes, both chosen leaving one corpus out in
+``bench/results/family_losses.md``:
+
+- the option ``"passage_score"`` takes ``"blend-not-or"``, now the default when the option is
+  absent or null (``"blend-not"``, ``"max"`` and ``"blend"`` as before; anything else is
+  refused with the Python error's text). It is ``"blend-not"`` and, in a formula with neither
+  a negated-only term nor an AND phrase (``pglogic._and_texts`` empty: a disjunction, or one
+  term), each text's similarity is 0.9 of its best passage's and 0.1 of the document's own
+  vector's (``pglogic.engine.conjunction.own_weights``). Stack Exchange's ``OR`` queries ranked
+  below one vector per document without it;
+- the option ``"and_text"`` defaults to 2 (it was 4): each AND's own text joins a plain
+  conjunction twice (beside a NOT once, as before). Weight 4 ranked Reuters' plain conjunctions
+  below every method without AND texts.
+
+Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
+changes its arguments or result type; no function is added.
+
+Downgrading applies 0012's ``0012_search.sql`` again (the defaults are then ``"blend-not"``
+and 4; ``"blend-not-or"`` is refused).
+
+Revision ID: 0013
+Revises: 0012
+Create Date: 2026-11-27
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0013"
+down_revision = "0012"
+branch_labels = None
+depends_on = None
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0013_search.sql"))
+
+
+def downgrade() -> None:
+    _run(_frozen("0012_search.sql"))
