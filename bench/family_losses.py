@@ -1,7 +1,8 @@
 """Where the default loses per template family, and which knob would remove it: exact scoring.
 
 ``bench/quality/summary.md`` with 50 derived queries per template found four template families
-where the default is significantly below another method: on Reuters, plain conjunctions
+where the default of migration 0012 (AND text 4/1, passage score ``blend-not``) is significantly
+below another method: on Reuters, plain conjunctions
 (``AND``) against every method without the AND's own text (−0.012 nDCG@10) and ``NOT in AND``
 against NSFL (−0.033), whose fused question text ("grain but not wheat") weighs in; on Stack
 Exchange, ``OR`` against one vector per document (−0.015) and ``NOT with OR`` against a NOT of
@@ -17,11 +18,14 @@ template family (two-sided Wilcoxon, Holm-adjusted per corpus over all those tes
   factor of the score of queries with NOT, at weight q, with a stronger NOT (γ) to pay for
   the traps it lets back in;
 * **the document's own vector in formulas without NOT**, at weight o beside the best passage
-  (``blend-not``: 0).
+  (``blend-not``: 0), or only in formulas with neither a NOT nor an AND phrase (*in OR*: a
+  disjunction, or one term).
 
 Then the choice, leaving one corpus out (:func:`choose`): ``frontier.objective``'s rule, among
 the candidates with no family significantly below :data:`PLAIN` on a tuning corpus (Holm over
-the candidate's five families).
+the candidate's five families). It made the default of migration 0013: AND text 2/1 and the
+own vector at 0.1 in OR (passage score ``blend-not-or``); :data:`DEFAULT` stays the default it
+was chosen against.
 
     .venv/bin/python bench/family_losses.py --dsn DSN          # ~10 min, 2 cores
     .venv/bin/python bench/family_losses.py --render           # the Markdown from the JSON
@@ -91,7 +95,10 @@ class Candidate:
         return out + f", γ {self.gamma:g}"
 
 
+#: The default of migration 0012, which every candidate is tested against.
 DEFAULT = Candidate(4, 1, 0.0, 1.25)
+#: The default since migration 0013 (``and_text`` 2, passage score ``blend-not-or``).
+CHOSEN = Candidate(2, 1, 0.0, 1.25, own_or=0.1)
 CANDIDATES = (
     DEFAULT,
     Candidate(0, 0, 0.0, 1.25),
@@ -110,7 +117,7 @@ CANDIDATES = (
     Candidate(4, 1, 0.0, 1.25, 0.25),
     Candidate(2, 1, 0.0, 1.25, 0.1),
     Candidate(2, 1, 0.0, 1.25, 0.25),
-    Candidate(2, 1, 0.0, 1.25, own_or=0.1),
+    CHOSEN,
     Candidate(2, 1, 0.0, 1.25, own_or=0.25),
     Candidate(2, 1, 0.0, 1.25, own_or=0.5),
     Candidate(4, 1, 0.0, 1.25, own_or=0.25),
@@ -276,8 +283,11 @@ def to_markdown(data: dict[str, Any]) -> str:
         f"- Exact NumPy scoring of every document, passages with `blend-not`, {PER_TEMPLATE} "
         "derived queries per template, all-MiniLM-L6-v2, AND = product, OR = max, NOT = "
         "(1 − x)^γ. *AND text w/w'*: the AND's own text at weight w in a plain conjunction and "
-        "w' beside a NOT (the default 4/1); *question q*: the question's own text as a factor "
-        "s^q of the score of queries with NOT. Cells: mean nDCG@10, and the change against the "
+        "w' beside a NOT (4/1: the default of migration 0012, which every cell is tested "
+        "against; 2/1, own 0.1 in OR: the default since 0013); *question q*: the question's "
+        "own text as a factor s^q of the score of queries with NOT; *own o without NOT* / *in "
+        "OR*: the document's own vector at weight o beside the best passage in every formula "
+        "without NOT / in one with neither a NOT nor an AND phrase. Cells: mean nDCG@10, and the change against the "
         "default with its Holm-adjusted p (two-sided Wilcoxon; **bold**: p < 0.05).",
         "",
     ]
