@@ -19,7 +19,8 @@ template family (two-sided Wilcoxon, Holm-adjusted per corpus over all those tes
   the traps it lets back in;
 * **the document's own vector in formulas without NOT**, at weight o beside the best passage
   (``blend-not``: 0), or only in formulas with neither a NOT nor an AND phrase (*in OR*: a
-  disjunction, or one term).
+  disjunction, or one term);
+* **NOT's γ in formulas with both a NOT and an OR** (*with OR g*; ``product-max`` is γ 1).
 
 Then the choice, leaving one corpus out (:func:`choose`): ``frontier.objective``'s rule, among
 the candidates with no family significantly below :data:`PLAIN` on a tuning corpus (Holm over
@@ -82,6 +83,8 @@ class Candidate:
     #: The own vector's weight in a formula with neither a negated term nor an AND of two
     #: positive operands (a disjunction, or one term).
     own_or: float = 0.0
+    #: NOT's γ in a formula with both a NOT and an OR (None: ``gamma``).
+    gamma_or: float | None = None
 
     @property
     def label(self) -> str:
@@ -92,7 +95,8 @@ class Candidate:
             out += f", own {self.own_plain:g} without NOT"
         if self.own_or:
             out += f", own {self.own_or:g} in OR"
-        return out + f", γ {self.gamma:g}"
+        out += f", γ {self.gamma:g}"
+        return out + (f" (with OR {self.gamma_or:g})" if self.gamma_or is not None else "")
 
 
 #: The default of migration 0012, which every candidate is tested against.
@@ -123,6 +127,8 @@ CANDIDATES = (
     Candidate(4, 1, 0.0, 1.25, own_or=0.25),
     Candidate(2, 0, 0.0, 1.25, own_or=0.25),
     Candidate(2, 1, 0.25, 1.5, own_or=0.25),
+    Candidate(2, 1, 0.0, 1.25, own_or=0.1, gamma_or=1.0),
+    Candidate(2, 1, 0.0, 1.25, own_or=0.1, gamma_or=1.1),
 )
 #: Every method of the evaluation without AND texts scores a plain conjunction like this one.
 PLAIN = Candidate(0, 0, 0.0, 1.25)
@@ -146,6 +152,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     for i, q in enumerate(derived.queries):
         has_not = bool(negated_only_terms(q.tree))
         disjunction = not has_not and not and_texts(q.tree)
+        with_or = family_of(q.tree) == "NOT with OR"
         scored = sorted({t for c in CANDIDATES for t in terms(trees[c][i])} | {q.text})
         positive = dict(zip(scored, blended(q.tree, scored, "blend"), strict=True))
 
@@ -160,10 +167,11 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
         for c in CANDIDATES:
             tree = trees[c][i]
             own = c.own_or if disjunction and c.own_or else c.own_plain
+            gamma = c.gamma_or if with_or and c.gamma_or is not None else c.gamma
             scores = evaluate_numpy(
                 tree,
                 {t: sim(t, own) for t in terms(tree)},
-                f"and=product,or=max,not=complement^{c.gamma:g}",
+                f"and=product,or=max,not=complement^{gamma:g}",
             )
             if c.question and has_not:
                 scores = scores * np.clip(sim(q.text), 0.0, 1.0) ** c.question

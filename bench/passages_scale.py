@@ -94,9 +94,10 @@ from scale import (
 from pglogic.embed.passages import Span
 from pglogic.engine.compile import GUIDE_DEPTH, CompiledQuery, SearchOptions
 from pglogic.engine.compile import set_local as set_local_statements
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, blended, with_and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, own_weights, with_and_texts
 from pglogic.engine.filters import filters_sql
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
+from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.source import Corpus
 from pglogic.query import Node, parse
 from pglogic.store.corpus import build_index, create_corpus, get_corpus
@@ -459,18 +460,20 @@ def exact_scores(tree: Node, docs: Documents, vecs: dict[str, np.ndarray], layou
     """The formula's exact score of every document: each text's similarity is the document's
     best passage's (``passages``) or its first passage's (``single``); the engine's AND texts
     (synthetic phrase vectors) and default family. Over passages, the default passage score
-    ``blend-not``: in a formula with a negated term, a positive text's similarity is the mean
-    of its best passage's and the document's own vector's (here its first passage's)."""
+    (``own_weights``): in a formula with a negated term, a positive text's similarity is the
+    mean of its best passage's and the document's own vector's (here its first passage's); in
+    a disjunction or one term, 0.9 of the former and 0.1 of the latter."""
     vecs = phrase_vectors(tree, vecs)
     names = sorted(vecs)
     q = np.stack([vecs[t] for t in names]).T.astype(np.float32)
     if layout == "passages":
         sims = np.maximum.reduceat(docs.data.vectors @ q, docs.starts, axis=0)
-        mask = blended(tree, names, "blend-not")
-        if any(mask):
+        weights = own_weights(tree, names, DEFAULT_PASSAGE_SCORE)
+        if any(weights):
             own = first @ q
-            for i in np.flatnonzero(mask):
-                sims[:, i] = (sims[:, i] + own[:, i]) / 2
+            for i, w in enumerate(weights):
+                if w:
+                    sims[:, i] = (1 - w) * sims[:, i] + w * own[:, i]
     else:
         sims = first @ q
     by_text = {t: sims[:, i] for i, t in enumerate(names)}
