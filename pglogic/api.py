@@ -573,8 +573,8 @@ class PgLogic:
         similarity in a formula with a negated term the mean of its best passage's and the
         document's own vector's, and in a formula with neither a NOT nor an AND adds a tenth
         of the own vector; ``blend-not`` the former only, ``max`` the best passage's always,
-        ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages`` with the passage that
-        decided each similarity of each hit. Safe to call from many threads at once.
+        ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages``
+        with the passage that decided each similarity of each hit. Safe to call from many threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP

@@ -415,7 +415,7 @@ def search_json(
         out["lexical"] = opts.lexical
     if not opts.passages:  # (a corpus with passages is searched through them by default)
         out["passages"] = False
-    else:  # always said: an older database refuses a passage score it lacks instead of scoring by max
+    else:  # always said: an older database refuses a passage score it lacks (no silent max)
         out["passage_score"] = opts.passage_score
     phrases = and_texts(node) if opts.and_text > 0 and not isinstance(node, Term) else []
     if vectors is not None and phrases:  # the AND texts' vectors (pglogic.engine.conjunction)

@@ -255,8 +255,8 @@ def logical_search(
     ``passage_score="blend"`` makes a positive text's similarity the mean of its best passage's
     and the document's own vector's, ``"blend-not"`` does so in a formula with a negated term
     only, ``"blend-not-or"`` also adds a tenth of the own vector in a formula with neither a
-    NOT nor an AND, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; both blends need
-    ``embedding``; a row whose nullable ``embedding`` is NULL takes its best passage alone).
+    NOT nor an AND, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; the blends
+    need ``embedding``; a row whose nullable ``embedding`` is NULL takes its best passage alone).
     The default is the engine's, ``blend-not-or``, when ``embedding`` is given, else ``max``.
 
     Example:
