@@ -1,8 +1,8 @@
-"""``pglogic.search()`` takes ``"passage_score": "blend-not-or"`` and ``"and_text": 2`` as its
-defaults, as the Python search.
+"""``pglogic.search()`` takes ``"passage_score": "blend-not-or"``, its new default, as the
+Python search.
 
 Applies ``versions/sql/0013_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The changes, both chosen leaving one corpus out in
+(every statement in it is idempotent). The change, chosen leaving one corpus out in
 ``bench/results/family_losses.md``:
 
 - the option ``"passage_score"`` takes ``"blend-not-or"``, now the default when the option is
@@ -11,16 +11,13 @@ Applies ``versions/sql/0013_search.sql``, the frozen text of ``sql/search.sql`` 
   a negated-only term nor an AND phrase (``pglogic._and_texts`` empty: a disjunction, or one
   term), each text's similarity is 0.9 of its best passage's and 0.1 of the document's own
   vector's (``pglogic.engine.conjunction.own_weights``). Stack Exchange's ``OR`` queries ranked
-  below one vector per document without it;
-- the option ``"and_text"`` defaults to 2 (it was 4): each AND's own text joins a plain
-  conjunction twice (beside a NOT once, as before). Weight 4 ranked Reuters' plain conjunctions
-  below every method without AND texts.
+  below one vector per document without it.
 
 Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
 changes its arguments or result type; no function is added.
 
-Downgrading applies 0012's ``0012_search.sql`` again (the defaults are then ``"blend-not"``
-and 4; ``"blend-not-or"`` is refused).
+Downgrading applies 0012's ``0012_search.sql`` again (the default is then ``"blend-not"``;
+``"blend-not-or"`` is refused).
 
 Revision ID: 0013
 Revises: 0012

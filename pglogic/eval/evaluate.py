@@ -179,7 +179,7 @@ def and_text_for(family: OperatorFamily) -> int:
 
     Example:
         >>> and_text_for(PRESETS[DEFAULT_FAMILY]), and_text_for(PRESETS["product-max"])
-        (2, 0)
+        (4, 0)
     """
     return DEFAULT_AND_TEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0
 

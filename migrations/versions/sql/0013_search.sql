@@ -17,9 +17,9 @@
 -- guide vector itself), term_scans (null, true, false) and filters (a list of {"contains":
 -- {...}} and {"key": KEY, "op": OP, "value": VALUE}). Since migration 0006 the default operators
 -- are "product-max-strong" (NOT (1 - x)^1.25; any NOT may be "complement^G"), and "and_text"
--- (0 to 10; the default 4, since migration 0013 2) scores each AND's own text
--- (pglogic.engine.conjunction): the phrase of its positive operands, whose vector comes from
--- "vectors" ({"phrase": [...], ...}, written by render.search_json) or pglogic.term_cache.
+-- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
+-- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
+-- render.search_json) or pglogic.term_cache.
 -- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
 -- words in this order: pglogic.query.Match), searched in the corpus's lexical index (the
 -- generated tsvector column "tsv", GIN-indexed, in the text search configuration
@@ -1344,7 +1344,7 @@ BEGIN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10',
             pglogic._show(opts -> 'and_text') USING ERRCODE = '22023';
     END IF;
-    and_text := pglogic._int_option(opts, 'and_text', 2);  -- (4 before migration 0013)
+    and_text := pglogic._int_option(opts, 'and_text', 4);
     IF and_text < 0 OR and_text > 10 THEN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10', and_text
             USING ERRCODE = '22023';
