@@ -450,6 +450,16 @@ def test_passage_scans_use_the_passages_hnsw_index(news: Conn, fixed: FixedEmbed
 # -- migration -------------------------------------------------------------------------------------
 
 
+def plan_statement(dsn: str, opts: dict[str, Any]) -> str:
+    """The statement ``pglogic.search_plan`` builds on the synthetic corpus for ``opts``."""
+    with connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT pglogic.search_plan('synthp', %s) ->> 'statement'", (Jsonb(opts),)
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None:
     """0012 makes ``blend-not`` the function's default and adds ``_and_text_polarity``; down to
     0011 the default is ``max`` again, ``blend-not`` is refused and the helper is gone; up again
@@ -459,12 +469,7 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
                                             {"op": "not", "arg": {"term": "b", "vector": b}}]}}  # fmt: skip
 
     def statement(opts: dict[str, Any]) -> str:
-        with connect(synth_dsn) as conn:
-            row = conn.execute(
-                "SELECT pglogic.search_plan('synthp', %s) ->> 'statement'", (Jsonb(opts),)
-            ).fetchone()
-        assert row is not None
-        return str(row[0])
+        return plan_statement(synth_dsn, opts)
 
     head = all_functions(synth_dsn)
     assert ') / 2 AS "s0"' in statement(query)  # the positive term, blended
@@ -501,12 +506,7 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
                    "vectors": {"a and b": ab}}  # fmt: skip
 
     def statement(opts: dict[str, Any]) -> str:
-        with connect(synth_dsn) as conn:
-            row = conn.execute(
-                "SELECT pglogic.search_plan('synthp', %s) ->> 'statement'", (Jsonb(opts),)
-            ).fetchone()
-        assert row is not None
-        return str(row[0])
+        return plan_statement(synth_dsn, opts)
 
     head = all_functions(synth_dsn)
     tenth = ') / 10 AS "s0"'
