@@ -294,7 +294,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         "derived queries per template, all-MiniLM-L6-v2, AND = product, OR = max, NOT = "
         "(1 − x)^γ. *AND text w/w'*: the AND's own text at weight w in a plain conjunction and "
         "w' beside a NOT (4/1: the default of migration 0012, which every cell is tested "
-        "against; 2/1, own 0.1 in OR: the default since 0013); *question q*: the question's "
+        "against; 4/1, own 0.1 in OR: the default since 0013); *question q*: the question's "
         "own text as a factor s^q of the score of queries with NOT; *own o without NOT* / *in "
         "OR*: the document's own vector at weight o beside the best passage in every formula "
         "without NOT / in one with neither a NOT nor an AND phrase. Cells: mean nDCG@10, and the change against the "

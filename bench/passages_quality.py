@@ -12,8 +12,9 @@ and compares, on the same queries and the same corpus:
 * ``dense@passages``      — the same vector against each document's best passage;
 * ``pglogic@documents``   — the default engine over the documents' own vectors;
 * ``pglogic[default]``    — the default engine over passages (each term's best passage; since
-  the default passage score ``blend-not``, a positive text's blended with the document's own
-  vector in a formula with a NOT — the committed results predate it and measured ``max``).
+  the default passage score ``blend-not-or``, a positive text's blended with the document's own
+  vector in a formula with a NOT or a disjunction — the committed results predate it and
+  measured ``max``).
 
 Reported per corpus, subset and passage layout: nDCG@10 over all queries, the queries with NOT
 and those without, NegRecall@10 (the share of trap documents — they satisfy the positive part

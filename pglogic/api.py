@@ -574,7 +574,8 @@ class PgLogic:
         document's own vector's, and in a formula with neither a NOT nor an AND adds a tenth
         of the own vector; ``blend-not`` the former only, ``max`` the best passage's always,
         ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages``
-        with the passage that decided each similarity of each hit. Safe to call from many threads at once.
+        with the passage that decided each similarity of each hit. Safe to call from many
+        threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP

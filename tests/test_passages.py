@@ -172,11 +172,12 @@ def test_blend_keeps_the_not_and_averages_positive_texts_with_the_document(news:
 
 @pytest.mark.db
 @pytest.mark.model
-def test_the_default_blends_in_formulas_with_a_not_and_takes_the_best_passage_without(
+def test_the_default_blends_with_a_not_and_in_a_disjunction_and_takes_the_best_passage_else(
     news: PgLogic,
 ) -> None:
-    """``blend-not`` (the default): a formula with a negated term is scored as ``blend``, one
-    without as ``max``; approximate and exact agree."""
+    """``blend-not-or`` (the default): a formula with a negated term is scored as ``blend``, a
+    plain conjunction as ``max``, one term with a tenth of the document's own vector (neither
+    ``max`` nor ``blend``); approximate and exact agree."""
 
     def run(q: str, **kw: object) -> list[tuple[str, float]]:
         hits = news.search("news", q, k=5, **kw).hits  # type: ignore[arg-type]
@@ -187,8 +188,13 @@ def test_the_default_blends_in_formulas_with_a_not_and_takes_the_best_passage_wi
         run(with_not) == run(with_not, passage_score="blend") != run(with_not, passage_score="max")
     )
     assert run(with_not) == run(with_not, exact=True)
-    for q in ('"central bank interest rates" AND "wheat exports"', '"wheat exports"'):
-        assert run(q) == run(q, passage_score="max") != run(q, passage_score="blend")
+    conjunction = '"central bank interest rates" AND "wheat exports"'
+    assert run(conjunction) == run(conjunction, passage_score="max")
+    assert run(conjunction) != run(conjunction, passage_score="blend")
+    one = '"wheat exports"'  # (blend-not: the best passage alone)
+    assert run(one, passage_score="blend-not") == run(one, passage_score="max")
+    assert run(one) not in (run(one, passage_score="max"), run(one, passage_score="blend"))
+    assert run(one) == run(one, exact=True)
 
 
 @pytest.mark.db

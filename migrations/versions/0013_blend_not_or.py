@@ -2,8 +2,9 @@
 Python search.
 
 Applies ``versions/sql/0013_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The change, chosen leaving one corpus out in
-``bench/results/family_losses.md``:
+(every statement in it is idempotent). The change, from ``bench/results/family_losses.md`` (the
+own vector in disjunctions is what both folds that see every family chose; its weight is the
+Stack Exchange fold's):
 
 - the option ``"passage_score"`` takes ``"blend-not-or"``, now the default when the option is
   absent or null (``"blend-not"``, ``"max"`` and ``"blend"`` as before; anything else is

@@ -1022,6 +1022,7 @@ def _best_passage(src: Source, pre: str, vector: str) -> sql.Composable:
 #: vector's weight (:func:`pglogic.engine.conjunction.own_weights`; the SQL function writes
 #: the same text).
 _BLEND = {0.5: "({} + {}) / 2", OWN_IN_DISJUNCTION: "({} * 9 + {}) / 10"}
+assert OWN_IN_DISJUNCTION == 0.1, "_BLEND and sql/search.sql write a tenth: change all three"
 
 
 def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) -> sql.Composable:

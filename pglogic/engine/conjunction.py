@@ -61,8 +61,9 @@ retrieval (``bench/results/family_losses.md``)."""
 OWN_IN_DISJUNCTION = 0.1
 """Under the passage score ``blend-not-or``, the document's own vector's weight beside the best
 passage in a formula with neither a negated term nor an AND of two positive texts (a
-disjunction, or one term): chosen leaving one corpus out in ``bench/results/family_losses.md``
-(Stack Exchange's ``OR`` queries ranked below one vector per document)."""
+disjunction, or one term; lexical terms count as neither): the choice of the fold that leaves
+Stack Exchange out in ``bench/results/family_losses.md`` (Stack Exchange's ``OR`` queries
+ranked below one vector per document). The SQL function writes it as ``(best * 9 + own) / 10``."""
 
 MAX_AND_TEXT = 10
 """The largest weight accepted."""

@@ -49,7 +49,8 @@ PASSAGE_SCORES: dict[str, str] = {
     "bench/results/passages_aggregate.md)",
 }
 
-#: The default passage score, chosen leaving one corpus out (``bench/passage_choice.py``).
+#: The default passage score, chosen leaving one corpus out (``bench/passage_choice.py``, then
+#: ``bench/family_losses.py`` for the tenth of the own vector in a disjunction).
 DEFAULT_PASSAGE_SCORE = "blend-not-or"
 
 #: The truth values of a lexical term (``SearchOptions.lexical``).
