@@ -56,7 +56,7 @@ from passages_aggregate import load_corpus, per_document
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import and_texts, blended, with_and_texts
+from pglogic.engine.conjunction import and_texts, own_weights, with_and_texts
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.compare import family_of, holm
 from pglogic.eval.data import load_dataset
@@ -156,7 +156,9 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
         disjunction = not has_not and not and_texts(q.tree)
         with_or = family_of(q.tree) == "NOT with OR"
         scored = sorted({t for c in CANDIDATES for t in terms(trees[c][i])} | {q.text})
-        positive = dict(zip(scored, blended(q.tree, scored, "blend"), strict=True))
+        positive = {
+            t: w > 0 for t, w in zip(scored, own_weights(q.tree, scored, "blend"), strict=True)
+        }
 
         def sim(
             t: str, own: float = 0.0, has_not: bool = has_not, positive: dict[str, bool] = positive

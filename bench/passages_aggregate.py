@@ -48,7 +48,7 @@ from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.passages import tokenizer_of
 from pglogic.embed.registry import get_embedder, get_query_embedder
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, blended, scored_terms, with_and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, own_weights, scored_terms, with_and_texts
 from pglogic.engine.operators import DEFAULT_FAMILY, evaluate_numpy
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
@@ -171,7 +171,8 @@ def score_variants(
         has_not = bool(negated_only_terms(q.tree))
         tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
         qtexts = scored_terms(q.tree, DEFAULT_AND_TEXT)
-        positive = dict(zip(qtexts, blended(q.tree, qtexts, "blend"), strict=True))
+        weights = own_weights(q.tree, qtexts, "blend")
+        positive = {t: w > 0 for t, w in zip(qtexts, weights, strict=True)}
         dense_run[q.id] = [ids[i] for i in np.argsort(-(docs @ vecs[q.text]), kind="stable")[:K]]
         for a, variant in variants.items():
             sims = {t: variant(values[t], not positive[t], has_not) for t in qtexts}

@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, machine_line, server_dsn
 
 from pglogic import PgLogic
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, OWN_IN_DISJUNCTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
+from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.evaluate import (
@@ -280,12 +282,11 @@ def _loco_md() -> list[str]:
             "formulas without NOT (`family_losses.md`), and "
             "left one corpus out with one more rule (no family significantly below the scoring "
             f"without AND texts on a tuning corpus): {folds}; on all three "
-            f"`{ch['chosen_on_all']}`. "
-            + (
-                "The folds disagree, so the default is unchanged."
-                if len({v["chosen"] for v in ch["loco"].values()}) > 1
-                else "Not yet measured through the index, so the default is unchanged."
-            ),
+            f"`{ch['chosen_on_all']}`. The default takes the own vector at "
+            f"{OWN_IN_DISJUNCTION:g} in disjunctions (`{DEFAULT_PASSAGE_SCORE}`) and keeps the "
+            f"AND text at {DEFAULT_AND_TEXT}: weight 2 put LIMIT-small's conjunctions "
+            "significantly below dense retrieval through the index "
+            "(`quality_and_text_2.md`).",
             "",
         ]
     return out
@@ -331,14 +332,17 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         f"{per_template(rows)} derived queries per template; per-dataset reports in "
         "`bench/quality/<dataset>/results.md`. "
         f"The default engine is {HEADLINE} (product AND, max OR, NOT (1 − x)^1.25, each AND's "
-        "own text at weight 4, 1 beside a NOT), chosen leaving one corpus out in "
+        f"own text at weight {DEFAULT_AND_TEXT}, 1 beside a NOT), chosen leaving one corpus "
+        "out in "
         "`bench/results/frontier.md`, on the default layout: passages "
-        "(`bench/results/passages_quality.md`) with the default passage score `blend-not-or`, "
+        "(`bench/results/passages_quality.md`) with the default passage score "
+        f"`{DEFAULT_PASSAGE_SCORE}`, "
         "chosen leaving one corpus out in "
         "`bench/results/passage_choice.md` and `bench/results/family_losses.md` (in a formula "
         "with a NOT, a negated term's similarity is the document's best passage's and a "
         "positive text's the mean of that and the document's own vector's; in a formula with "
-        "neither a NOT nor an AND, 0.9 × the best passage's + 0.1 × the own vector's; in a "
+        f"neither a NOT nor an AND, {1 - OWN_IN_DISJUNCTION:g} × the best passage's + "
+        f"{OWN_IN_DISJUNCTION:g} × the own vector's; in a "
         f"plain conjunction, every text's best passage's). *Best passage* ({HEADLINE_MAX}) is "
         "the same engine with every text's best passage (`--passage-score max`); *one vector "
         f"per document* ({HEADLINE_DOCUMENTS}) the same engine over "

@@ -468,17 +468,14 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
     query = {"tree": {"op": "and", "args": [{"term": "a", "vector": a},
                                             {"op": "not", "arg": {"term": "b", "vector": b}}]}}  # fmt: skip
 
-    def statement(opts: dict[str, Any]) -> str:
-        return plan_statement(synth_dsn, opts)
-
     head = all_functions(synth_dsn)
-    assert ') / 2 AS "s0"' in statement(query)  # the positive term, blended
-    assert ") / 2 AS" not in statement({**query, "passage_score": "max"})
+    assert ') / 2 AS "s0"' in plan_statement(synth_dsn, query)  # the positive term, blended
+    assert ") / 2 AS" not in plan_statement(synth_dsn, {**query, "passage_score": "max"})
     try:
         migrate.downgrade(synth_dsn, "0011")
         old = all_functions(synth_dsn)
         assert set(head) - set(old) == {"pglogic._and_text_polarity(jsonb,boolean,jsonb)"}
-        assert ") / 2 AS" not in statement(query)  # the default is max again
+        assert ") / 2 AS" not in plan_statement(synth_dsn, query)  # the default is max again
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
@@ -505,19 +502,18 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
                                                   {"term": "b", "vector": b}]},
                    "vectors": {"a and b": ab}}  # fmt: skip
 
-    def statement(opts: dict[str, Any]) -> str:
-        return plan_statement(synth_dsn, opts)
-
     head = all_functions(synth_dsn)
     tenth = ') / 10 AS "s0"'
-    assert tenth in statement(disjunction) and ") / 10 AS" not in statement(conjunction)
-    assert tenth not in statement({**disjunction, "passage_score": "blend-not"})
+    assert tenth in plan_statement(synth_dsn, disjunction)
+    assert ") / 10 AS" not in plan_statement(synth_dsn, conjunction)
+    assert tenth not in plan_statement(synth_dsn, {**disjunction, "passage_score": "blend-not"})
     try:
         migrate.downgrade(synth_dsn, "0012")
         old = all_functions(synth_dsn)
         assert set(old) == set(head)
         assert {f for f in old if old[f] != head[f]} == {"pglogic._plan(text,jsonb)"}
-        assert ") / 10 AS" not in statement(disjunction)  # blend-not: max without a NOT
+        # blend-not: max without a NOT
+        assert ") / 10 AS" not in plan_statement(synth_dsn, disjunction)
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", {**disjunction, "passage_score": "blend-not-or"})
         assert message(exc) == (

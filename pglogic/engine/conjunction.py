@@ -45,7 +45,6 @@ __all__ = [
     "MAX_AND_TEXT",
     "OWN_IN_DISJUNCTION",
     "and_texts",
-    "blended",
     "negated_and_texts",
     "own_weights",
     "scored_terms",
@@ -159,21 +158,6 @@ def own_weights(tree: Node, texts: Sequence[str | None], passage_score: str) -> 
     if passage_score == "blend-not-or" and not negated and not and_texts(tree):
         return [OWN_IN_DISJUNCTION] * len(texts)
     return [0.0] * len(texts)
-
-
-def blended(tree: Node, texts: Sequence[str | None], passage_score: str) -> list[bool]:
-    """Which of ``texts`` (scored for ``tree``) take the document's own vector into their
-    similarity under ``passage_score`` (:func:`own_weights` above 0).
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> tree = parse('"a" AND NOT ("b" AND "c")')
-        >>> blended(tree, ["a", "b", "c", "b and c"], "blend-not")
-        [True, False, False, False]
-        >>> blended(parse('"a" AND "b"'), ["a", "b", "a and b"], "blend-not")
-        [False, False, False]
-    """
-    return [w > 0 for w in own_weights(tree, texts, passage_score)]
 
 
 def with_and_texts(tree: Node, weight: int, beside_not: int | None = None) -> Node:
