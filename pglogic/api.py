@@ -26,6 +26,7 @@ from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.source import Corpus
@@ -550,6 +551,7 @@ class PgLogic:
         passages: bool = True,
         explain_passages: bool = False,
         passage_score: str = DEFAULT_PASSAGE_SCORE,
+        not_context: float = DEFAULT_NOT_CONTEXT,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -574,7 +576,9 @@ class PgLogic:
         document's own vector's, and in a formula with neither a NOT nor an AND adds a tenth
         of the own vector; ``blend-not`` the former only, ``max`` the best passage's always,
         ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages``
-        with the passage that decided each similarity of each hit. Safe to call from many
+        with the passage that decided each similarity of each hit. ``not_context`` (fuzzy
+        mode, 0 to 1) scores a term negated inside an AND without that much of the AND's
+        positive terms (:mod:`pglogic.engine.negation`; 0: as it is). Safe to call from many
         threads at once.
 
         Example:
@@ -600,6 +604,7 @@ class PgLogic:
             lexical=lexical,
             passages=passages,
             passage_score=passage_score,
+            not_context=not_context,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)

@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0010).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0014).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -45,6 +45,11 @@
 -- 0013, "blend-not-or", the default, is "blend-not" and, in a formula with neither a
 -- negated-only term nor an AND phrase (pglogic._and_texts: a disjunction, or one term), gives
 -- every text 0.9 of its best passage's similarity and 0.1 of the document's own vector's.
+-- Since migration 0014, option "not_context" (0.5, the default; 0 to 1; pglogic.engine.negation)
+-- scores each negated-only term that is an argument {"op": "not", "arg": TERM} of an AND with
+-- positive term arguments against its vector without that much of their span
+-- (pglogic._not_contexts, pglogic._projected): normalise(b - not_context * P b); the guide
+-- vector is computed from the vectors so scored.
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -1070,6 +1075,107 @@ RETURN ARRAY(SELECT sum(m * a[(o - 1) % cardinality(a) + 1])
              FROM unnest(g) WITH ORDINALITY AS u(m, o)
              GROUP BY (o - 1) / cardinality(a) ORDER BY (o - 1) / cardinality(a));
 
+-- Since migration 0014: pglogic.engine.negation.contexts. Each term negated directly inside an
+-- AND (an argument {"op": "not", "arg": TERM}) gets the AND's positive term arguments as its
+-- context, added to acc ({"text": ["context", ...]}) in order of first appearance, no text twice.
+CREATE OR REPLACE FUNCTION pglogic._not_contexts(node jsonb, acc jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    child jsonb;
+    positive jsonb := '[]';
+    t text;
+    p text;
+    known jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR NOT node ? 'op' THEN
+        RETURN acc;  -- a term or a lexical term
+    END IF;
+    IF node ->> 'op' = 'not' THEN
+        RETURN pglogic._not_contexts(node -> 'arg', acc);
+    END IF;
+    IF node ->> 'op' = 'and' THEN
+        FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS x(e, n)
+                     ORDER BY x.n LOOP
+            IF jsonb_typeof(child) = 'string' THEN
+                positive := positive || jsonb_build_array(child #>> '{}');
+            ELSIF child ? 'term' THEN
+                positive := positive || jsonb_build_array(child ->> 'term');
+            END IF;
+        END LOOP;
+        IF jsonb_array_length(positive) > 0 THEN
+            FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args')
+                         WITH ORDINALITY AS x(e, n) ORDER BY x.n LOOP
+                CONTINUE WHEN jsonb_typeof(child) <> 'object' OR child ->> 'op' IS DISTINCT FROM
+                    'not' OR NOT (jsonb_typeof(child -> 'arg') = 'string' OR child -> 'arg' ? 'term');
+                t := CASE WHEN jsonb_typeof(child -> 'arg') = 'string' THEN child -> 'arg' #>> '{}'
+                          ELSE child -> 'arg' ->> 'term' END;
+                known := coalesce(acc -> t, '[]');
+                FOR p IN SELECT x.e FROM jsonb_array_elements_text(positive) WITH ORDINALITY AS x(e, n)
+                         ORDER BY x.n LOOP
+                    IF NOT known ? p THEN
+                        known := known || jsonb_build_array(p);
+                    END IF;
+                END LOOP;
+                acc := jsonb_set(acc, ARRAY[t], known);
+            END LOOP;
+        END IF;
+    END IF;
+    FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS x(e, n)
+                 ORDER BY x.n LOOP
+        acc := pglogic._not_contexts(child, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
+-- Since migration 0014: pglogic.engine.negation.projected. normalise(b - lam * P b), P the
+-- projection onto the span of context (modified Gram-Schmidt in double precision; a context
+-- vector in the span of the ones before it is skipped, and b is kept when nothing of it would be
+-- left).
+CREATE OR REPLACE FUNCTION pglogic._projected(b vector, context vector[], lam double precision)
+RETURNS vector
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    v constant double precision[] := b::real[]::double precision[];
+    dim constant integer := cardinality(b::real[]);
+    basis double precision[] := '{}';  -- the orthonormal vectors, one after the other
+    m integer := 0;
+    u double precision[];
+    r double precision[];
+    q double precision[];
+    nrm double precision;
+    ctx vector;
+    i integer;
+BEGIN
+    FOREACH ctx IN ARRAY context LOOP
+        u := ctx::real[]::double precision[];
+        FOR i IN 1 .. m LOOP
+            q := basis[(i - 1) * dim + 1 : i * dim];
+            u := ARRAY(SELECT x - pglogic._dot(q, u) * y FROM unnest(u, q) WITH ORDINALITY
+                       AS z(x, y, o) ORDER BY o);
+        END LOOP;
+        nrm := sqrt(pglogic._dot(u, u));
+        IF nrm > 1e-6 THEN
+            basis := basis || ARRAY(SELECT x / nrm FROM unnest(u) WITH ORDINALITY AS z(x, o)
+                                    ORDER BY o);
+            m := m + 1;
+        END IF;
+    END LOOP;
+    r := v;
+    FOR i IN 1 .. m LOOP
+        q := basis[(i - 1) * dim + 1 : i * dim];
+        r := ARRAY(SELECT x - lam * pglogic._dot(q, v) * y FROM unnest(r, q) WITH ORDINALITY
+                   AS z(x, y, o) ORDER BY o);
+    END LOOP;
+    nrm := sqrt(pglogic._dot(r, r));
+    IF m = 0 OR nrm < 1e-6 THEN
+        RETURN b;
+    END IF;
+    RETURN ARRAY(SELECT x / nrm FROM unnest(r) WITH ORDINALITY AS z(x, o) ORDER BY o)::vector;
+END
+$fn$;
+
 -- The guide vector of pglogic.engine.guide.guide_vector (pglogic.engine.sqo.optimise with the
 -- settings GUIDE), in double precision: Riemannian gradient ascent of log F on the unit sphere
 -- from the normalised mean of the positive terms' unit vectors (no jitter), learning rate 0.2,
@@ -1233,7 +1339,7 @@ DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
                                      'filters', 'and_text', 'vectors', 'lexical', 'mode',
-                                     'passages', 'passage_score'];
+                                     'passages', 'passage_score', 'not_context'];
     tsv constant text := '"d"."tsv"';  -- pglogic.engine.compile.LEXICAL_COLUMN
     c record;
     cal record;
@@ -1296,6 +1402,9 @@ DECLARE
     and_polarity jsonb := '{}';
     blended boolean[];
     disjunction boolean;  -- (since 0013)
+    not_context double precision;  -- (since 0014)
+    contexts jsonb;
+    ctx_vectors vector[];
 BEGIN
     SELECT co.id, co.table_name, e.model, e.dim, e.column_name,
            (SELECT l.config FROM pglogic.lexical_indexes l WHERE l.corpus_id = co.id)
@@ -1396,6 +1505,20 @@ BEGIN
             CASE WHEN jsonb_typeof(opts -> 'passage_score') = 'string'
                  THEN quote_literal(passage_score)
                  ELSE pglogic._show(opts -> 'passage_score') END USING ERRCODE = '22023';
+    END IF;
+    -- since migration 0014: a negated term against its context (pglogic.engine.negation;
+    -- pglogic.engine.negation.DEFAULT_NOT_CONTEXT)
+    IF jsonb_typeof(opts -> 'not_context') NOT IN ('number', 'null') THEN
+        RAISE EXCEPTION 'Invalid not_context=%: a number from 0 (the negated term as it is) to 1 '
+            '(without its AND''s positive terms)', pglogic._show(opts -> 'not_context')
+            USING ERRCODE = '22023';
+    END IF;
+    not_context := coalesce((nullif(opts -> 'not_context', 'null') #>> '{}')::double precision,
+                            0.5);
+    IF NOT not_context BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'Invalid not_context=%: a number from 0 (the negated term as it is) to 1 '
+            '(without its AND''s positive terms)', pglogic._show(opts -> 'not_context')
+            USING ERRCODE = '22023';
     END IF;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
@@ -1630,6 +1753,19 @@ BEGIN
         END IF;
         vectors := array_append(vectors, vec);
     END LOOP;
+    -- since migration 0014: each negated-only term with a context is scored against its vector
+    -- without not_context of the context's span (pglogic.engine.negation.with_context)
+    IF not_context > 0 AND NOT single THEN
+        contexts := pglogic._not_contexts(tree, '{}');
+        FOR key IN SELECT jsonb_object_keys(contexts) LOOP
+            i := array_position(terms[1:n_terms], key);
+            CONTINUE WHEN i IS NULL OR (collected -> (i - 1) ->> 'positive')::boolean;
+            ctx_vectors := ARRAY(SELECT vectors[array_position(terms[1:n_terms], x.e)]
+                                 FROM jsonb_array_elements_text(contexts -> key)
+                                 WITH ORDINALITY AS x(e, n) ORDER BY x.n);
+            vectors[i] := pglogic._projected(vectors[i], ctx_vectors, not_context);
+        END LOOP;
+    END IF;
     IF exact THEN
         RETURN;
     END IF;
@@ -1983,6 +2119,8 @@ BEGIN
     EXECUTE format('ALTER FUNCTION pglogic._plan(text, jsonb) SET search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic._guide_vector(jsonb, text[], text[], vector[], text[],'
                    ' text) SET search_path = %s', path);
+    EXECUTE format('ALTER FUNCTION pglogic._projected(vector, vector[], double precision) SET '
+                   'search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic.search(text, jsonb) SET search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic.search_plan(text, jsonb) SET search_path = %s', path);
 END

@@ -151,6 +151,19 @@ def test_explain_gives_truths_and_what_each_not_took(api_client: TestClient) -> 
         assert n["contribution"] <= 0
 
 
+def test_not_context_reaches_the_engine(api_client: TestClient, direct: PgLogic) -> None:
+    """``"grain" AND NOT "wheat"``: "wheat" scored without half of "grain" by default, as it is
+    with 0; each as the Python API ranks."""
+    sims = {}
+    for lam in (0.5, 0.0):
+        body = search(api_client, k=7, not_context=lam).json()
+        want = direct.search("news", QUERY, k=7, not_context=lam)
+        assert [h["id"] for h in body["hits"]] == [h.external_id for h in want.hits]
+        sims[lam] = {h["id"]: h["similarities"]["wheat"] for h in body["hits"]}
+    common = set(sims[0.5]) & set(sims[0.0])
+    assert common and all(sims[0.5][d] != pytest.approx(sims[0.0][d]) for d in common)
+
+
 def test_explain_with_the_and_texts_and_two_nots(api_client: TestClient) -> None:
     q = '"oil" AND "prices" AND NOT "gas" AND NOT "opec"'
     body = search(api_client, query=q, k=5, explain=True).json()
@@ -326,6 +339,7 @@ def test_ask_with_an_llm_searches_its_query(
         ({"corpus": "news", "query": QUERY, "mode": "magic"}, "mode"),
         ({"corpus": "news", "query": QUERY, "colour": "red"}, "colour"),
         ({"corpus": "news", "query": ""}, "query"),
+        ({"corpus": "news", "query": QUERY, "not_context": 1.5}, "not_context"),
     ],
 )
 def test_requests_off_the_schema_are_422(

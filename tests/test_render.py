@@ -93,8 +93,9 @@ def test_values_in_order_and_missing_vector() -> None:
 
 def test_inline_writes_every_value() -> None:
     compiled = compiled_for(
-        '"a" AND NOT "b"', k=7, filters=(parse_filter('{"x": "50%"}'),), term_scans=True
-    )
+        '"a" AND NOT "b"', k=7, filters=(parse_filter('{"x": "50%"}'),), term_scans=True,
+        not_context=0.0,
+    )  # fmt: skip
     vectors = {"a": np.full(384, 0.25), "b": np.full(384, -1.5)}
     r = render(compiled, "numbered", vectors)
     assert r.names == () and r.params == {} and r.vector_terms == {}
@@ -104,6 +105,20 @@ def test_inline_writes_every_value() -> None:
     assert "LIMIT 7" in r.text and f"LIMIT {compiled.params['depth']}" in r.text
     assert """'{"x": "50%"}'::jsonb""" in r.text
     assert "$" not in r.text and "%(" not in r.text
+
+
+def test_inline_writes_the_negated_term_against_its_context() -> None:
+    """The statement scores what ``with_vectors`` binds: "b" without half of "a"."""
+    a, b = np.zeros(384), np.zeros(384)
+    a[0], b[0], b[1] = 1.0, 0.6, 0.8
+    compiled = compiled_for('"a" AND NOT "b"', not_context=0.5)
+    r = render(compiled, "numbered", {"a": a, "b": b})
+    expected = np.zeros(384, dtype=np.float32)
+    expected[0], expected[1] = 0.3 / 0.8544003745317531, 0.8 / 0.8544003745317531
+    assert vector_literal(expected) in r.text
+    bound = compiled.with_vectors({"a": a, "b": b})
+    assert np.allclose(bound[f"v{compiled.terms.index('b')}"], expected)
+    assert np.array_equal(bound[f"v{compiled.terms.index('a')}"], a.astype(np.float32))
 
 
 def test_inline_vectors_only_keeps_other_placeholders_and_escapes_percent() -> None:

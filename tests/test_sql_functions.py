@@ -1183,7 +1183,7 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
          "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors, "
-         "lexical, mode, passages, passage_score"),
+         "lexical, mode, passages, passage_score, not_context"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},
@@ -1320,11 +1320,17 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (46, True, True)
+    assert objects() == (48, True, True)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (46, True, True)
+    assert objects() == (48, True, True)
+
+
+#: The functions migration 0014 adds (pglogic.engine.negation).
+NEW_IN_0014 = frozenset(
+    {"pglogic._not_contexts(jsonb,jsonb)", "pglogic._projected(vector,vector[],double precision)"}
+)
 
 
 def all_functions(dsn: str) -> dict[str, str]:
@@ -1418,6 +1424,7 @@ def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
         "pglogic._semantic_part(jsonb)",
         "pglogic._score_sql(jsonb,text[],text[],text,integer,text[])",
         "pglogic._and_text_polarity(jsonb,boolean,jsonb)",  # (since 0012)
+        *NEW_IN_0014,
     }
     assert set(old) - set(head_functions) == {
         "pglogic._score_sql(jsonb,text[],text[],text,integer)"

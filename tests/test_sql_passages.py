@@ -40,6 +40,7 @@ from tests.conftest import SHARED_DATA, TEMPLATE_DB, Server
 from tests.test_sql_functions import (
     LEXICAL_QUERIES,
     LEXICAL_SHAPES,
+    NEW_IN_0014,
     PLAN_FILTERS,
     PLAN_OPTIONS,
     QUERIES,
@@ -474,14 +475,22 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
     try:
         migrate.downgrade(synth_dsn, "0011")
         old = all_functions(synth_dsn)
-        assert set(head) - set(old) == {"pglogic._and_text_polarity(jsonb,boolean,jsonb)"}
+        assert set(head) - set(old) == {
+            "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
+            *NEW_IN_0014,
+        }
         assert ") / 2 AS" not in plan_statement(synth_dsn, query)  # the default is max again
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
-        # what Python renders says its passage score, so 0011 refuses it too
+        # what Python renders says its passage score, so 0011 refuses it too (and, since
+        # 0014, its not_context first)
         rendered = search_json(parse('"a" AND NOT "b"'), SearchOptions(passage_score="blend-not"),
                                vectors={"a": a, "b": b})  # fmt: skip
+        with connect(synth_dsn) as conn:
+            exc = sql_error(conn, "synthp", rendered)
+        assert message(exc).startswith("Unknown option 'not_context' in the query")
+        rendered.pop("not_context")
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
@@ -510,7 +519,7 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
     try:
         migrate.downgrade(synth_dsn, "0012")
         old = all_functions(synth_dsn)
-        assert set(old) == set(head)
+        assert set(head) - set(old) == NEW_IN_0014
         assert {f for f in old if old[f] != head[f]} == {"pglogic._plan(text,jsonb)"}
         # blend-not: max without a NOT
         assert ") / 10 AS" not in plan_statement(synth_dsn, disjunction)
@@ -520,6 +529,7 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
             "Unknown passage score 'blend-not-or': valid values are blend-not, max, blend"
         )
         rendered = search_json(parse('"a" OR "b"'), vectors={"a": a, "b": b})  # the default
+        rendered.pop("not_context")  # (refused by any function before 0014)
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert "Unknown passage score 'blend-not-or'" in message(exc)
@@ -537,7 +547,10 @@ def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
     assert "passage_table" in head["pglogic._plan(text,jsonb)"]
     migrate.downgrade(dsn, "0009")
     old = all_functions(dsn)
-    assert set(head) - set(old) == {"pglogic._and_text_polarity(jsonb,boolean,jsonb)"}  # (0012)
+    assert set(head) - set(old) == {
+        "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
+        *NEW_IN_0014,  # (0012, 0014)
+    }
     assert set(old) < set(head)
     assert {f for f in old if old[f] != head[f]} == {
         "pglogic._plan(text,jsonb)",

@@ -17,6 +17,7 @@ from pglogic.cli.ui import example, print_hits
 from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE, LEXICAL, PASSAGE_SCORES
 
@@ -45,6 +46,7 @@ def _search_options(
     timeout: float | None = None,
     and_text: int = DEFAULT_AND_TEXT,
     lexical: str = "crisp",
+    not_context: float = DEFAULT_NOT_CONTEXT,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -66,6 +68,7 @@ def _search_options(
         timeout=timeout,
         and_text=and_text,
         lexical=lexical,
+        not_context=not_context,
     )
 
 
@@ -134,6 +137,15 @@ def search_options(f: Any) -> Any:
             help="Weight of each AND's own text: the phrase of its positive terms ('grain and "
             "shipping') is scored too and joins the AND this many times (once beside a NOT; "
             "fuzzy mode); 0: the formula alone.",
+        ),
+        click.option(
+            "--not-context",
+            type=click.FloatRange(0, 1),
+            default=DEFAULT_NOT_CONTEXT,
+            show_default=True,
+            help="A term negated inside an AND is scored without this much of the AND's "
+            "positive terms ('grain' AND NOT 'wheat': 'wheat' minus its 'grain' part; fuzzy "
+            "mode; docs/evaluation.md); 0: the negated term as it is.",
         ),
         click.option(
             "--lexical",
@@ -217,6 +229,7 @@ def search(
     seed: int,
     timeout: float | None,
     and_text: int,
+    not_context: float,
     lexical: str,
     passages: bool,
     passage_score: str,
@@ -259,6 +272,7 @@ def search(
         lexical=lexical,
         passages=passages,
         passage_score=passage_score,
+        not_context=not_context,
         explain_passages=explain or as_json,
     )
     if as_json:
@@ -331,6 +345,7 @@ def compile_cmd(
     seed: int,
     timeout: float | None,
     and_text: int,
+    not_context: float,
     lexical: str,
     style: str,
     vectors_mode: str,
@@ -360,6 +375,7 @@ def compile_cmd(
         timeout,
         and_text,
         lexical,
+        not_context,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:

@@ -77,6 +77,7 @@ from pglogic.engine.conjunction import (
 )
 from pglogic.engine.filters import filters_sql
 from pglogic.engine.guide import guide_vector
+from pglogic.engine.negation import with_context
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
 from pglogic.engine.operators import OperatorFamily, resolve_family, to_sql
 from pglogic.engine.options import (
@@ -189,6 +190,9 @@ class CompiledQuery:
     seed: int = 0
     #: The lexical terms: ``lexical[j]`` is the text bound to ``q{j}``, its truth column ``l{j}``.
     lexical: tuple[str, ...] = ()
+    #: λ of :mod:`pglogic.engine.negation` (fuzzy mode; 0 elsewhere): a negated term's vector
+    #: is bound without that much of its AND's positive terms.
+    not_context: float = 0.0
 
     @property
     def guide_param(self) -> str | None:
@@ -222,15 +226,29 @@ class CompiledQuery:
             >>> params = compiled.with_vectors({"a": vec_a, "b": vec_b})  # doctest: +SKIP
         """
         params = dict(self.params)
+        scored = self.scored_vectors(vectors)
         for i, t in enumerate(self.terms):
-            if t not in vectors:
+            if t not in scored:
                 raise QueryError(f"No vector for term {t!r}")
-            params[f"{self.param_prefix}v{i}"] = np.asarray(vectors[t], dtype=np.float32)
+            params[f"{self.param_prefix}v{i}"] = np.asarray(scored[t], dtype=np.float32)
         for j, text in enumerate(self.lexical):
             params[f"{self.param_prefix}q{j}"] = text
         if self.guide_param is not None:
             params[self.guide_param] = self.guide_vector(vectors)
         return params
+
+    def scored_vectors(self, vectors: Mapping[str, npt.ArrayLike]) -> dict[str, npt.ArrayLike]:
+        """The vectors the statement scores: each negated term's against its context
+        (:func:`pglogic.engine.negation.with_context`, λ = :attr:`not_context`). Give it, and
+        :meth:`with_vectors` and :meth:`guide_vector`, the embedder's vectors: a projected
+        vector projected again moves further.
+
+        Example:
+            >>> compiled.scored_vectors({"a": vec_a, "b": vec_b})["b"]  # doctest: +SKIP
+        """
+        if self.tree is None or not self.not_context:
+            return dict(vectors)
+        return with_context(self.tree, vectors, self.not_context)
 
     def guide_vector(self, vectors: Mapping[str, npt.ArrayLike]) -> np.ndarray:
         """The guide vector (:mod:`pglogic.engine.guide`), or in the SQO modes the SQO vector
@@ -243,6 +261,7 @@ class CompiledQuery:
         tree = semantic_part(self.tree) if self.tree is not None else None
         if tree is None:
             raise QueryError("This compiled query has no tree to compute a guide vector from")
+        vectors = self.scored_vectors(vectors)
         if self.vector_kind == "sqo":
             return sqo_vector(tree, vectors, self.family, self.truth, self.seed)
         return guide_vector(tree, vectors, self.family, self.truth)
@@ -555,6 +574,15 @@ def _check_options(opts: SearchOptions) -> None:
         raise InvalidInput(
             f"Unknown lexical truth {opts.lexical!r}: valid values are {', '.join(LEXICAL)}"
         )
+    if (
+        isinstance(opts.not_context, bool)
+        or not isinstance(opts.not_context, (int, float))
+        or not 0 <= opts.not_context <= 1
+    ):
+        raise InvalidInput(
+            f"Invalid not_context={opts.not_context!r}: a number from 0 (the negated term as it "
+            "is) to 1 (without its AND's positive terms)"
+        )
     if opts.passage_score not in PASSAGE_SCORES:
         raise InvalidInput(
             f"Unknown passage score {opts.passage_score!r}: valid values are "
@@ -627,6 +655,7 @@ class _Parts:
         return CompiledQuery(
             statement, self.params, self.texts, cands, self.settings, self.family, self.pre,
             self.tree, self.opts.truth, self.mode, kind, self.opts.seed, tuple(self.lexical),
+            self.opts.not_context if self.mode == "fuzzy" else 0.0,
         )  # fmt: skip
 
     def tsquery(self, j: int) -> sql.Composable:

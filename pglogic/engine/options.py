@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -103,6 +104,10 @@ class SearchOptions:
     term, and adds a tenth of the own vector in a formula with neither a NOT nor an AND;
     ``blend-not`` does the former only, ``max`` never blends, ``blend`` in every formula.
 
+    ``not_context`` (fuzzy mode, from 0 to 1) is λ of :mod:`pglogic.engine.negation`: a term
+    negated inside an AND is scored against its vector without λ of the AND's positive terms
+    (0: as it is).
+
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
     :class:`~pglogic.errors.SearchTimeout`.
@@ -131,3 +136,4 @@ class SearchOptions:
     lexical: str = "crisp"
     passages: bool = True
     passage_score: str = DEFAULT_PASSAGE_SCORE
+    not_context: float = DEFAULT_NOT_CONTEXT

@@ -53,6 +53,7 @@ from pglogic.engine.compile import (
 from pglogic.engine.conjunction import and_texts
 from pglogic.engine.filters import Contains, Filter
 from pglogic.engine.guide import guide_vector
+from pglogic.engine.negation import with_context
 from pglogic.engine.plans import union_plan
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import And, Match, Node, Not, Or, Term, matches, semantic_part, terms
@@ -208,10 +209,11 @@ def render(
     all_params = {**compiled.params, **lexical_params(compiled)}
     literals: dict[str, sql.Composable] = {}
     if vectors is not None:
+        scored = compiled.scored_vectors(vectors)  # a negated term against its context
         for name, term in vector_terms.items():
-            if term not in vectors:
+            if term not in scored:
                 raise QueryError(f"No vector for term {term!r}")
-            literals[name] = sql.Literal(vector_literal(vectors[term]))
+            literals[name] = sql.Literal(vector_literal(scored[term]))
         if guide is not None:
             literals[guide] = sql.Literal(vector_literal(compiled.guide_vector(vectors)))
     if inline_params if inline_params is not None else vectors is not None:
@@ -395,7 +397,8 @@ def search_json(
         and opts.truth.strip().lower() != "calibrated"
         and _guided(node, opts)
     ):
-        vector = guide_vector(semantic, vectors, operators, opts.truth)
+        scored = with_context(node, vectors, opts.not_context)  # as the SQL function scores
+        vector = guide_vector(semantic, scored, operators, opts.truth)
         guide = [float(x) for x in vector]
     out: dict[str, Any] = {
         "tree": json_tree(node, vectors),
@@ -410,6 +413,7 @@ def search_json(
         "term_scans": opts.term_scans,
         "filters": [filter_json(f) for f in opts.filters],
         "and_text": opts.and_text,
+        "not_context": opts.not_context,
     }
     if matches(node):
         out["lexical"] = opts.lexical

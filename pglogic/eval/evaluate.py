@@ -47,6 +47,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import CachedEmbedder, get_query_embedder
 from pglogic.engine.compile import MODES, CompiledQuery, SearchOptions, Source, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS, OperatorFamily, itlr_combinations
 from pglogic.engine.source import Corpus
 from pglogic.errors import InvalidInput, UnknownCorpus
@@ -160,8 +161,9 @@ def default_families() -> list[OperatorFamily]:
     """The default family, ITLR's 12 combinations and the other presets (no formula twice).
 
     Only the default family scores each AND's own text too (``and_text``, the engine's
-    default); the others are the operators alone, as the papers define them
-    (:func:`and_text_for`), so ``pglogic[product-max]`` is the engine's previous default.
+    default) and each negated term against its context (``not_context``); the others are the
+    operators alone, as the papers define them (:func:`and_text_for`,
+    :func:`not_context_for`), so ``pglogic[product-max]`` is the engine's previous default.
 
     Example:
         >>> [method_name(f) for f in default_families()[:2]], len(default_families())
@@ -182,6 +184,17 @@ def and_text_for(family: OperatorFamily) -> int:
         (4, 0)
     """
     return DEFAULT_AND_TEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0
+
+
+def not_context_for(family: OperatorFamily) -> float:
+    """The ``not_context`` an evaluation runs ``family`` with: the engine's default for the
+    default family, 0 (each negated term as it is) for every other, as the papers define them.
+
+    Example:
+        >>> not_context_for(PRESETS[DEFAULT_FAMILY]), not_context_for(PRESETS["itlr"])
+        (0.5, 0.0)
+    """
+    return DEFAULT_NOT_CONTEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0.0
 
 
 def corpus_name_for(
@@ -362,7 +375,12 @@ class _Runner:
             )
             fam = PRESETS[DEFAULT_FAMILY]
             base = SearchOptions(
-                k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
+                k=self.k,
+                operators=fam,
+                exact=exact,
+                truth=self.truth,
+                and_text=and_text_for(fam),
+                not_context=not_context_for(fam),
             )
             for name, opts in ((HEADLINE_DOCUMENTS, replace(base, passages=False)),
                                (HEADLINE_MAX, replace(base, passage_score="max"))):  # fmt: skip
@@ -372,7 +390,12 @@ class _Runner:
                 out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
         for fam in self.families:
             opts = SearchOptions(
-                k=self.k, operators=fam, exact=exact, truth=self.truth, and_text=and_text_for(fam)
+                k=self.k,
+                operators=fam,
+                exact=exact,
+                truth=self.truth,
+                and_text=and_text_for(fam),
+                not_context=not_context_for(fam),
             )
             compiled = compile_query(
                 q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
@@ -620,6 +643,7 @@ __all__ = [
     "evaluate_dataset",
     "method_name",
     "mode_method",
+    "not_context_for",
     "prepare_corpus",
     "run_methods",
     "summarise",

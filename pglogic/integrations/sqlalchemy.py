@@ -55,6 +55,7 @@ from sqlalchemy.sql.util import find_tables
 
 from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.errors import InvalidInput
@@ -233,6 +234,7 @@ def logical_search(
     passage_doc: Any = None,
     passage_embedding: Any = None,
     passage_score: str | None = None,
+    not_context: float = DEFAULT_NOT_CONTEXT,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -258,6 +260,9 @@ def logical_search(
     NOT nor an AND, ``"max"`` never (:data:`pglogic.engine.options.PASSAGE_SCORES`; the blends
     need ``embedding``; a row whose nullable ``embedding`` is NULL takes its best passage alone).
     The default is the engine's, ``blend-not-or``, when ``embedding`` is given, else ``max``.
+
+    ``not_context`` scores a term negated inside an AND without that much of the AND's positive
+    terms (:mod:`pglogic.engine.negation`; 0: as it is).
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -296,7 +301,7 @@ def logical_search(
         passage_score = DEFAULT_PASSAGE_SCORE if emb_col is not None else "max"
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
-        lexical=lexical, passage_score=passage_score,
+        lexical=lexical, passage_score=passage_score, not_context=not_context,
     )  # fmt: skip
     blends = passage_score in ("blend", "blend-not", "blend-not-or")
     if blends and given_score and pas is None:

@@ -264,10 +264,11 @@ def search(
     timings["database"] = time.perf_counter() - t2
     deciding: dict[int, list[Deciding]] = {}
     if explain_passages and opts.passages and corpus.passage_table is not None and hits:
+        scored = compiled.scored_vectors(vectors)  # type: ignore[arg-type]
         with conn.transaction():
             deciding = deciding_passages(
                 conn, corpus, [h.id for h in hits], compiled.terms,
-                [cast(Any, vectors[t]) for t in compiled.terms],
+                [cast(Any, scored[t]) for t in compiled.terms],
             )  # fmt: skip
     return SearchResult(tree, compiled, hits, timings, cached, deciding)
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import pglogic
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import MODES
 from pglogic.errors import ConfigError
@@ -89,6 +90,11 @@ class Options(BaseModel):
     filters: Filters = []
     and_text: int = Field(DEFAULT_AND_TEXT, ge=0, le=MAX_AND_TEXT,
                           description="Weight of each AND's own text (fuzzy mode)")  # fmt: skip
+    not_context: float = Field(
+        DEFAULT_NOT_CONTEXT, ge=0, le=1,
+        description="A term negated inside an AND is scored without this much of the AND's "
+        "positive terms (fuzzy mode; 0: as it is)",
+    )  # fmt: skip
     exact: bool = Field(False, description="Score every document (no index)")
     lexical: Literal["crisp", "rank"] = Field(
         "crisp", description="Truth of a lexical term (match:word): 1/0, or its normalised rank"
@@ -429,6 +435,7 @@ def _search(
         lexical=req.lexical,
         passages=req.passages,
         passage_score=req.passage_score,
+        not_context=req.not_context,
         explain_passages=explain_passages and req.passages,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
@@ -478,7 +485,8 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
                          filters=_filters(req.filters), and_text=req.and_text,
                          exact=req.exact, timeout=b.config.timeout,
                          lexical=req.lexical, passages=req.passages,
-                         passage_score=req.passage_score)  # fmt: skip
+                         passage_score=req.passage_score,
+                         not_context=req.not_context)  # fmt: skip
     tree = to_tree(req.query)
     if req.corpus:
         compiled = b.api.compile(req.corpus, tree, opts)
@@ -526,6 +534,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         lexical=req.lexical,
         passages=req.passages,
         passage_score=req.passage_score,
+        not_context=req.not_context,
         explain_passages=req.explain and req.passages,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,
