@@ -35,6 +35,7 @@ from benchlib import SHARED_DATA, machine_line, server_dsn
 
 from pglogic import PgLogic
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, OWN_IN_DISJUNCTION
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.eval.data import load_dataset
@@ -289,6 +290,21 @@ def _loco_md() -> list[str]:
             "(`quality_and_text_2.md`).",
             "",
         ]
+    projection = RESULTS / "not_projection.json"
+    if projection.exists():
+        choice = json.loads(projection.read_text())["choice"]
+        rules = []
+        for rule, c in choice.items():
+            folds = "; ".join(f"{h} held out `{v['chosen']}`" for h, v in c["loco"].items())
+            rules.append(f"*{rule}*: {folds}; on all three `{c['chosen_on_all']}`")
+        out += [
+            "NOT against its context (`not_projection.md`: the negated term's vector without λ "
+            "of its AND's positive terms, with NOT's γ; exact scoring), left one corpus out by "
+            "J alone, by J among the variants with no NOT family below a paper's method on a "
+            "tuning corpus, and by the same at γ 1.25: " + " — ".join(rules) + ". The default "
+            f"takes λ {DEFAULT_NOT_CONTEXT:g} at γ 1.25 (`not_context`, migration 0014).",
+            "",
+        ]
     return out
 
 
@@ -334,7 +350,9 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         f"The default engine is {HEADLINE} (product AND, max OR, NOT (1 − x)^1.25, each AND's "
         f"own text at weight {DEFAULT_AND_TEXT}, 1 beside a NOT), chosen leaving one corpus "
         "out in "
-        "`bench/results/frontier.md`, on the default layout: passages "
+        "`bench/results/frontier.md`, with each term negated inside an AND scored against its "
+        f"vector without {DEFAULT_NOT_CONTEXT:g} of the span of the AND's positive terms "
+        "(`not_context`, `bench/results/not_projection.md`), on the default layout: passages "
         "(`bench/results/passages_quality.md`) with the default passage score "
         f"`{DEFAULT_PASSAGE_SCORE}`, "
         "chosen leaving one corpus out in "
@@ -424,9 +442,10 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         out += [
             "What limits a missed NOT target, and every direction measured against it: "
             "`bench/results/frontier.md` (operators and NOT strengths, chosen leaving one "
-            "corpus out), `bench/results/feedback.md` (feedback on the terms) and "
+            "corpus out), `bench/results/feedback.md` (feedback on the terms), "
             "`bench/results/not_limits.md` (the traps' separation within a query, and an "
-            "upper bound for a per-query NOT strength).",
+            "upper bound for a per-query NOT strength) and `bench/results/not_projection.md` "
+            "(the negated term against its context, with stronger NOTs).",
         ]
     return "\n".join(out)
 

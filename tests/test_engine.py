@@ -33,6 +33,7 @@ from pglogic.embed.registry import CachedEmbedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT, scored_terms, with_and_texts
 from pglogic.engine.filters import Comparison, Contains, Filter, parse_filter
+from pglogic.engine.negation import with_context
 from pglogic.engine.nsfl import evaluate_nsfl_numpy
 from pglogic.engine.operators import (
     DEFAULT_FAMILY,
@@ -650,13 +651,17 @@ class RealCorpus:
     embeddings: npt.NDArray[np.float64]
     vectors: dict[str, npt.NDArray[np.float32]]
 
-    def sims(self, query: str, and_text: int = 0) -> dict[str, npt.NDArray[np.float64]]:
+    def sims(
+        self, query: str, and_text: int = 0, not_context: float = 0.0
+    ) -> dict[str, npt.NDArray[np.float64]]:
         """Cosine similarity of every document to every scored text of ``query`` (its terms,
-        and its AND texts when ``and_text`` > 0), in float64."""
+        and its AND texts when ``and_text`` > 0), in float64; each negated term against its
+        context with ``not_context`` > 0 (pglogic.engine.negation)."""
         norms = np.linalg.norm(self.embeddings, axis=1)
+        vectors = with_context(parse(query), self.vectors, not_context)
         out = {}
         for t in scored_terms(parse(query), and_text):
-            v = self.vectors[t].astype(np.float64)
+            v = np.asarray(vectors[t], dtype=np.float64)
             out[t] = self.embeddings @ v / (norms * np.linalg.norm(v))
         return out
 
@@ -715,7 +720,7 @@ def test_sql_scores_equal_numpy(
         tree = with_and_texts(parse(query), opts.and_text)
         hits = run_real(engine_conn, reuters, query, opts)
         assert len(hits) == N_REAL
-        sims = reuters.sims(query, opts.and_text)
+        sims = reuters.sims(query, opts.and_text, opts.not_context)
         expected = evaluate_numpy(tree, sims, family, truth)
         row = {int(i): n for n, i in enumerate(reuters.ids)}
         order = [row[h.id] for h in hits]
