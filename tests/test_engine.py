@@ -840,10 +840,13 @@ def test_sqo_sql_scores_equal_numpy(
         first = execute(engine_conn, approx, dict(reuters.vectors))
         assert [h.id for h in first] == [h.id for h in hits[:10]]
         assert first == execute(engine_conn, approx, dict(reuters.vectors))
-        # hybrid: its top K (here the corpus) reranked by the fuzzy formula = fuzzy exact
+        # hybrid: its top K (here the corpus) reranked by the fuzzy formula = fuzzy exact (with
+        # the terms as they are: not_context is the fuzzy mode's, pglogic.engine.negation)
         opts = SearchOptions(k=20, mode="sqo-rerank", rerank_depth=N_REAL)
         rerank = execute(engine_conn, compile_query(tree, reuters.corpus, opts), reuters.vectors)
-        fuzzy = run_real(engine_conn, reuters, query, SearchOptions(k=20, exact=True))
+        fuzzy = run_real(
+            engine_conn, reuters, query, SearchOptions(k=20, exact=True, not_context=0.0)
+        )
         assert [h.id for h in rerank] == [h.id for h in fuzzy]
         np.testing.assert_allclose([h.score for h in rerank], [h.score for h in fuzzy])
 
@@ -1557,7 +1560,7 @@ def test_cli_compile_prints_settings_and_statement() -> None:
         "k": 10,
         "gdepth": 400,
         "v0": "<embedding of 'a'>",
-        "v1": "<embedding of 'b'>",
+        "v1": "<embedding of 'b' without 0.5 of the span of 'a': pglogic.engine.negation.projected>",
         "vg": "<guide vector: pglogic.engine.guide.guide_vector of the term embeddings>",
     }
     unguided = run_cli("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)

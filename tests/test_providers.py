@@ -453,7 +453,9 @@ def test_int8_corpus_is_searched_with_int8_end_to_end(dsn: str, shared_data: Pat
     assert len(res.hits) == 5
     assert "cocoa" in (res.hits[0].title or "").lower() or "cocoa" in res.hits[0].external_id
     # the similarities are those of the int8 model's query vectors against the stored vectors
+    # ("coffee", negated inside the AND, against its context: pglogic.engine.negation)
     q = get_query_embedder("minilm-int8").embed(["cocoa", "coffee"])
+    scored = res.compiled.scored_vectors({"cocoa": q[0], "coffee": q[1]})
     with connect(dsn) as conn:
         rows = dict(
             conn.execute(
@@ -464,7 +466,9 @@ def test_int8_corpus_is_searched_with_int8_end_to_end(dsn: str, shared_data: Pat
         for h in res.hits:
             doc = rows[h.external_id].to_numpy()
             assert h.similarities["cocoa"] == pytest.approx(float(doc @ q[0]), abs=1e-4)
-            assert h.similarities["coffee"] == pytest.approx(float(doc @ q[1]), abs=1e-4)
+            assert h.similarities["coffee"] == pytest.approx(
+                float(doc @ np.asarray(scored["coffee"])), abs=1e-4
+            )
         # the stored vectors are the int8 model's passage vectors
         one = get_corpus(conn, "int8")
         assert one.model == "minilm-int8"

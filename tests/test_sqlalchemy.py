@@ -116,7 +116,11 @@ def _expected(engine_url: str, query: str, minilm: Any, where: str = "TRUE") -> 
 
     texts = scored_terms(parse(query), DEFAULT_AND_TEXT)
     tree = with_and_texts(parse(query), DEFAULT_AND_TEXT)  # the default engine's score
-    tv = minilm.embed(texts).astype(np.float64)
+    from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, with_context
+
+    embedded = dict(zip(texts, minilm.embed(texts), strict=True))
+    scored = with_context(parse(query), embedded, DEFAULT_NOT_CONTEXT)  # a NOT against its AND
+    tv = np.stack([np.asarray(scored[t], dtype=np.float64) for t in texts])
     sims = {t: mat @ tv[i] / np.linalg.norm(mat, axis=1) / np.linalg.norm(tv[i])
             for i, t in enumerate(texts)}  # fmt: skip
     score = evaluate_numpy(tree, sims, resolve_family(None))

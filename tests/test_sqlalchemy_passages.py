@@ -25,6 +25,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from pglogic.embed.passages import split, tokenizer_of
 from pglogic.engine.conjunction import and_texts
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, projected, with_context
 from pglogic.engine.operators import evaluate_numpy, resolve_family
 from pglogic.errors import InvalidInput
 from pglogic.integrations.sqlalchemy import execute, logical_search, url_from_dsn
@@ -137,6 +138,7 @@ def _reference(
     negated_only = set(negated_only_terms(tree))
     blend = how == "blend" or (how in ("blend-not", "blend-not-or") and bool(negated_only))
     tenth = how == "blend-not-or" and not negated_only and not and_texts(tree)
+    scored = with_context(tree, TERMS, DEFAULT_NOT_CONTEXT)  # a NOT against its AND
     ids: list[int] = []
     sims: dict[str, list[float]] = {t: [] for t in TERMS}
     for aid, (_, alang, _, vecs) in _all_articles().items():
@@ -145,9 +147,10 @@ def _reference(
         ids.append(aid)
         mat = np.asarray(vecs, dtype=np.float64)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-        for t, v in TERMS.items():
-            best = float((mat @ np.asarray(v)).max())
-            own = float(mat[0] @ np.asarray(v))  # the own vector: the first passage's
+        for t in TERMS:
+            v = np.asarray(scored[t], dtype=np.float64)
+            best = float((mat @ v).max())
+            own = float(mat[0] @ v)  # the own vector: the first passage's
             if blend and t not in negated_only:
                 best = (best + own) / 2
             elif tenth:
@@ -491,7 +494,9 @@ def test_not_sees_a_late_passage_with_the_real_model(dsn: str, minilm: Any) -> N
             s.execute(text(f"CREATE INDEX ON {t} USING hnsw (embedding vector_cosine_ops)"))
         s.commit()
     q = '"central bank interest rates" AND NOT "wheat exports"'
-    wheat = minilm.embed(["wheat exports"])[0]
+    rates, wheat = minilm.embed(["central bank interest rates", "wheat exports"])
+    # the negated term is scored against its context (pglogic.engine.negation)
+    wheat = projected(wheat, [rates], DEFAULT_NOT_CONTEXT)
 
     def run(**kw: Any) -> list[Any]:
         stmt = logical_search(Story, Story.embedding, q, k=5, embedder=minilm, **kw)

@@ -352,7 +352,7 @@ def compile_cmd(
 ) -> None:
     """Print the SQL statement QUERY compiles to, without running it."""
     from pglogic.engine.compile import compile_query
-    from pglogic.engine.render import lexical_params, render
+    from pglogic.engine.render import lexical_params, render, vector_note
     from pglogic.engine.source import Corpus
     from pglogic.query import to_tree
 
@@ -405,12 +405,12 @@ def compile_cmd(
             if name == rendered.guide:
                 value = note
             else:
-                value = f"<embedding of {term!r}>" if term is not None else rendered.params[name]
+                value = vector_note(compiled, term) if term is not None else rendered.params[name]
             click.echo(f"-- ${i} = {name}: {json.dumps(value, ensure_ascii=False)}")
         return
     click.echo(compiled.as_string() + ";")
     params = {k: v for k, v in compiled.params.items()}
-    params.update({f"v{i}": f"<embedding of {t!r}>" for i, t in enumerate(compiled.terms)})
+    params.update({f"v{i}": vector_note(compiled, t) for i, t in enumerate(compiled.terms)})
     params.update(lexical_params(compiled))
     if compiled.guide_param:
         params[compiled.guide_param] = note

@@ -53,7 +53,7 @@ from pglogic.engine.compile import (
 from pglogic.engine.conjunction import and_texts
 from pglogic.engine.filters import Contains, Filter
 from pglogic.engine.guide import guide_vector
-from pglogic.engine.negation import with_context
+from pglogic.engine.negation import contexts, with_context
 from pglogic.engine.plans import union_plan
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import And, Match, Node, Not, Or, Term, matches, semantic_part, terms
@@ -121,9 +121,15 @@ class Rendered:
     settings: dict[str, str] = field(default_factory=dict)
     guide: str | None = None
     guide_of: Callable[[Mapping[str, npt.ArrayLike]], np.ndarray] | None = None
+    #: The vectors the statement scores from the embedder's (each negated term against its
+    #: context: :meth:`CompiledQuery.scored_vectors
+    #: <pglogic.engine.compile.CompiledQuery.scored_vectors>`); None: as given.
+    scored_of: Callable[[Mapping[str, npt.ArrayLike]], Mapping[str, npt.ArrayLike]] | None = None
 
     def values(self, vectors: Mapping[str, npt.ArrayLike] | None = None) -> list[Any]:
-        """The parameter values in placeholder order; ``vectors`` maps term text to vector.
+        """The parameter values in placeholder order; ``vectors`` maps term text to the
+        embedder's vector (a negated term is bound against its context, as the Python search
+        binds it).
 
         Vectors are float32 NumPy arrays (bind them with pgvector's psycopg adapter, or send
         :func:`vector_literal` text). Raises :class:`QueryError` for a term without a vector.
@@ -133,6 +139,7 @@ class Rendered:
             [3, array([1.], dtype=float32)]
         """
         out: list[Any] = []
+        scored = self.scored_of(vectors) if vectors is not None and self.scored_of else vectors
         for name in self.names:
             if name == self.guide and self.guide_of is not None:
                 if vectors is None:
@@ -142,9 +149,9 @@ class Rendered:
                 out.append(self.guide_of(vectors))
             elif name in self.vector_terms:
                 term = self.vector_terms[name]
-                if vectors is None or term not in vectors:
+                if scored is None or term not in scored:
                     raise QueryError(f"No vector for term {term!r}")
-                out.append(np.asarray(vectors[term], dtype=np.float32))
+                out.append(np.asarray(scored[term], dtype=np.float32))
             else:
                 out.append(self.params[name])
         return out
@@ -243,7 +250,35 @@ def render(
     remaining = {n: t for n, t in vector_terms.items() if n not in literals}
     pending = guide if guide is not None and guide not in literals else None  # computed later
     return Rendered(text, tuple(names), params, remaining, dict(compiled.settings), pending,
-                    compiled.guide_vector if pending else None)  # fmt: skip
+                    compiled.guide_vector if pending else None,
+                    compiled.scored_vectors if remaining else None)  # fmt: skip
+
+
+def vector_note(compiled: CompiledQuery, term: str) -> str:
+    """What a term's vector parameter holds, for people who bind it themselves: the term's
+    embedding, or for a term negated inside an AND its embedding against its context
+    (:func:`pglogic.engine.negation.projected`; :meth:`Rendered.values` and
+    :meth:`CompiledQuery.with_vectors` bind that).
+
+    Example:
+        >>> from pglogic.engine.compile import compile_query
+        >>> from pglogic.engine.source import Corpus
+        >>> from pglogic.query import parse
+        >>> c = Corpus(1, "news", "corpus_1", "m", 3, "cosine", "embedding", None, None)
+        >>> q = compile_query(parse('"oil" AND NOT "gas"'), c)
+        >>> vector_note(q, "oil")
+        "<embedding of 'oil'>"
+        >>> vector_note(q, "gas")
+        "<embedding of 'gas' without 0.5 of the span of 'oil': pglogic.engine.negation.projected>"
+    """
+    ctx = contexts(compiled.tree).get(term) if compiled.tree is not None else None
+    if ctx and compiled.not_context:
+        of = ", ".join(repr(c) for c in ctx)
+        return (
+            f"<embedding of {term!r} without {compiled.not_context:g} of the span of {of}: "
+            "pglogic.engine.negation.projected>"
+        )
+    return f"<embedding of {term!r}>"
 
 
 def lexical_params(compiled: CompiledQuery) -> dict[str, str]:

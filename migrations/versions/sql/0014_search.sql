@@ -1145,6 +1145,7 @@ DECLARE
     r double precision[];
     q double precision[];
     nrm double precision;
+    d double precision;
     ctx vector;
     i integer;
 BEGIN
@@ -1152,8 +1153,9 @@ BEGIN
         u := ctx::real[]::double precision[];
         FOR i IN 1 .. m LOOP
             q := basis[(i - 1) * dim + 1 : i * dim];
-            u := ARRAY(SELECT x - pglogic._dot(q, u) * y FROM unnest(u, q) WITH ORDINALITY
-                       AS z(x, y, o) ORDER BY o);
+            d := pglogic._dot(q, u);  -- once, before the array (not once per element)
+            u := ARRAY(SELECT x - d * y FROM unnest(u, q) WITH ORDINALITY AS z(x, y, o)
+                       ORDER BY o);
         END LOOP;
         nrm := sqrt(pglogic._dot(u, u));
         IF nrm > 1e-6 THEN
@@ -1165,8 +1167,8 @@ BEGIN
     r := v;
     FOR i IN 1 .. m LOOP
         q := basis[(i - 1) * dim + 1 : i * dim];
-        r := ARRAY(SELECT x - lam * pglogic._dot(q, v) * y FROM unnest(r, q) WITH ORDINALITY
-                   AS z(x, y, o) ORDER BY o);
+        d := lam * pglogic._dot(q, v);
+        r := ARRAY(SELECT x - d * y FROM unnest(r, q) WITH ORDINALITY AS z(x, y, o) ORDER BY o);
     END LOOP;
     nrm := sqrt(pglogic._dot(r, r));
     IF m = 0 OR nrm < 1e-6 THEN

@@ -341,9 +341,11 @@ def _timeout(b: Backend, asked: float | None) -> float:
 
 
 def _sql(compiled: Any, style: str = "psycopg") -> SqlOut:
+    from pglogic.engine.render import vector_note
+
     described: dict[str, Any] = {}
     for i, t in enumerate(compiled.terms):
-        described[f"{compiled.param_prefix}v{i}"] = f"<embedding of {t!r}>"
+        described[f"{compiled.param_prefix}v{i}"] = vector_note(compiled, t)
     if compiled.guide_param:
         kind = "SQO vector" if compiled.vector_kind == "sqo" else "guide vector"
         described[compiled.guide_param] = f"<{kind} of the term embeddings>"
