@@ -360,6 +360,18 @@ class _Runner:
         self.times.setdefault(method, []).append(time.perf_counter() - t0)
         return out
 
+    def family_options(self, family: OperatorFamily, exact: bool) -> SearchOptions:
+        """The options ``family`` runs with: its AND texts and NOT contexts as the papers
+        define it, or the engine's defaults for the default family.
+
+        Example:
+            >>> runner.family_options(PRESETS["itlr"], False).not_context  # doctest: +SKIP
+            0.0
+        """
+        return SearchOptions(k=self.k, operators=family, exact=exact, truth=self.truth,
+                             and_text=and_text_for(family),
+                             not_context=not_context_for(family))  # fmt: skip
+
     def run(self, q: EvalQuery) -> dict[str, list[str]]:
         term_list = scored_terms(q.tree, DEFAULT_AND_TEXT)  # the terms, then the AND texts
         vectors = dict(zip(term_list, self.embedder.embed(term_list), strict=True))
@@ -373,15 +385,7 @@ class _Runner:
             out[DENSE_PASSAGES] = self.timed(
                 DENSE_PASSAGES, partial(_ranked, self.conn, maxp, {QUERY_VECTOR: dense_vec})
             )
-            fam = PRESETS[DEFAULT_FAMILY]
-            base = SearchOptions(
-                k=self.k,
-                operators=fam,
-                exact=exact,
-                truth=self.truth,
-                and_text=and_text_for(fam),
-                not_context=not_context_for(fam),
-            )
+            base = self.family_options(PRESETS[DEFAULT_FAMILY], exact)
             for name, opts in ((HEADLINE_DOCUMENTS, replace(base, passages=False)),
                                (HEADLINE_MAX, replace(base, passage_score="max"))):  # fmt: skip
                 compiled = compile_query(
@@ -389,14 +393,7 @@ class _Runner:
                 )
                 out[name] = self.timed(name, partial(_ranked, self.conn, compiled, vectors))
         for fam in self.families:
-            opts = SearchOptions(
-                k=self.k,
-                operators=fam,
-                exact=exact,
-                truth=self.truth,
-                and_text=and_text_for(fam),
-                not_context=not_context_for(fam),
-            )
+            opts = self.family_options(fam, exact)
             compiled = compile_query(
                 q.tree, self.corpus, opts, server_has_iterative_scan=self.iterative
             )
