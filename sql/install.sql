@@ -17748,43 +17748,56 @@ RETURN ARRAY(SELECT sum(m * a[(o - 1) % cardinality(a) + 1])
              GROUP BY (o - 1) / cardinality(a) ORDER BY (o - 1) / cardinality(a));
 
 -- Since migration 0014: pglogic.engine.negation.contexts. Each term negated directly inside an
--- AND (an argument {"op": "not", "arg": TERM}) gets the AND's positive term arguments as its
--- context, added to acc ({"text": ["context", ...]}) in order of first appearance, no text twice.
+-- AND (an operand {"op": "not", "arg": TERM} of the AND, nested ANDs spliced in as
+-- pglogic._flat_args does) gets the AND's positive term operands as its context, added to acc
+-- ({"text": ["context", ...]}) in order of first appearance, no text twice. Operators are read
+-- as _collect_terms reads them (any case; a NOT's operand in "arg" or "args").
 CREATE OR REPLACE FUNCTION pglogic._not_contexts(node jsonb, acc jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
+    op text;
+    args jsonb[];
     child jsonb;
+    operand jsonb;
     positive jsonb := '[]';
     t text;
     p text;
     known jsonb;
 BEGIN
-    IF jsonb_typeof(node) <> 'object' OR NOT node ? 'op' THEN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
         RETURN acc;  -- a term or a lexical term
     END IF;
-    IF node ->> 'op' = 'not' THEN
-        RETURN pglogic._not_contexts(node -> 'arg', acc);
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._not_contexts(coalesce(node -> 'arg', node -> 'args' -> 0), acc);
     END IF;
-    IF node ->> 'op' = 'and' THEN
-        FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS x(e, n)
-                     ORDER BY x.n LOOP
+    IF op IS DISTINCT FROM 'and' AND op IS DISTINCT FROM 'or' THEN
+        RETURN acc;
+    END IF;
+    args := CASE WHEN op = 'and' THEN pglogic._flat_args(node, 'and')
+                 ELSE ARRAY(SELECT x.e FROM jsonb_array_elements(node -> 'args')
+                            WITH ORDINALITY AS x(e, n) ORDER BY x.n) END;
+    IF op = 'and' THEN
+        FOREACH child IN ARRAY args LOOP
             IF jsonb_typeof(child) = 'string' THEN
                 positive := positive || jsonb_build_array(child #>> '{}');
-            ELSIF child ? 'term' THEN
+            ELSIF jsonb_typeof(child) = 'object' AND child ? 'term' THEN
                 positive := positive || jsonb_build_array(child ->> 'term');
             END IF;
         END LOOP;
         IF jsonb_array_length(positive) > 0 THEN
-            FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args')
-                         WITH ORDINALITY AS x(e, n) ORDER BY x.n LOOP
-                CONTINUE WHEN jsonb_typeof(child) <> 'object' OR child ->> 'op' IS DISTINCT FROM
-                    'not' OR NOT (jsonb_typeof(child -> 'arg') = 'string' OR child -> 'arg' ? 'term');
-                t := CASE WHEN jsonb_typeof(child -> 'arg') = 'string' THEN child -> 'arg' #>> '{}'
-                          ELSE child -> 'arg' ->> 'term' END;
+            FOREACH child IN ARRAY args LOOP
+                CONTINUE WHEN jsonb_typeof(child) <> 'object' OR child ? 'term'
+                    OR child ? 'match' OR lower(child ->> 'op') IS DISTINCT FROM 'not';
+                operand := coalesce(child -> 'arg', child -> 'args' -> 0);
+                t := CASE WHEN jsonb_typeof(operand) = 'string' THEN operand #>> '{}'
+                          WHEN jsonb_typeof(operand) = 'object' AND operand ? 'term'
+                          THEN operand ->> 'term' END;
+                CONTINUE WHEN t IS NULL;  -- a NOT of a group or of a lexical term
                 known := coalesce(acc -> t, '[]');
-                FOR p IN SELECT x.e FROM jsonb_array_elements_text(positive) WITH ORDINALITY AS x(e, n)
-                         ORDER BY x.n LOOP
+                FOR p IN SELECT x.e FROM jsonb_array_elements_text(positive)
+                         WITH ORDINALITY AS x(e, n) ORDER BY x.n LOOP
                     IF NOT known ? p THEN
                         known := known || jsonb_build_array(p);
                     END IF;
@@ -17793,8 +17806,7 @@ BEGIN
             END LOOP;
         END IF;
     END IF;
-    FOR child IN SELECT x.e FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS x(e, n)
-                 ORDER BY x.n LOOP
+    FOREACH child IN ARRAY args LOOP
         acc := pglogic._not_contexts(child, acc);
     END LOOP;
     RETURN acc;
@@ -17803,8 +17815,8 @@ $fn$;
 
 -- Since migration 0014: pglogic.engine.negation.projected. normalise(b - lam * P b), P the
 -- projection onto the span of context (modified Gram-Schmidt in double precision; a context
--- vector in the span of the ones before it is skipped, and b is kept when nothing of it would be
--- left).
+-- vector in the span of the ones before it (less than 1e-6 of its norm left) is skipped, and b
+-- is kept when less than 1e-6 of its norm would be left).
 CREATE OR REPLACE FUNCTION pglogic._projected(b vector, context vector[], lam double precision)
 RETURNS vector
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
@@ -17830,7 +17842,8 @@ BEGIN
                        ORDER BY o);
         END LOOP;
         nrm := sqrt(pglogic._dot(u, u));
-        IF nrm > 1e-6 THEN
+        IF nrm > 1e-6 * sqrt(pglogic._dot(ctx::real[]::double precision[],
+                                          ctx::real[]::double precision[])) THEN
             basis := basis || ARRAY(SELECT x / nrm FROM unnest(u) WITH ORDINALITY AS z(x, o)
                                     ORDER BY o);
             m := m + 1;
@@ -17843,7 +17856,7 @@ BEGIN
         r := ARRAY(SELECT x - d * y FROM unnest(r, q) WITH ORDINALITY AS z(x, y, o) ORDER BY o);
     END LOOP;
     nrm := sqrt(pglogic._dot(r, r));
-    IF m = 0 OR nrm < 1e-6 THEN
+    IF m = 0 OR nrm <= 1e-6 * sqrt(pglogic._dot(v, v)) THEN
         RETURN b;
     END IF;
     RETURN ARRAY(SELECT x / nrm FROM unnest(r) WITH ORDINALITY AS z(x, o) ORDER BY o)::vector;

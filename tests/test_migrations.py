@@ -37,7 +37,7 @@ FROZEN_SHA256 = {
     "0011_search.sql": "6df9fe9b6d13841a304ff472d47a220730b50dfa7ace671d20a3478b4ec8347c",
     "0012_search.sql": "6f3c59ce827d5320ba2e8c364fa242e1f0a0033443ebaeaa0e537062a7b20a00",
     "0013_search.sql": "03b0b59ecefa3a35808d80e5f44ba434df60db23eb61c0873285f467ed404f09",
-    "0014_search.sql": "10b784911037e2a6197732aee2876fdb34e42c35a163d9f28bcd0c58a2c86c0b",
+    "0014_search.sql": "add7c7f527136b73fe3c8cd8b1376eb93f7859bb1a2cb1953e64134564eb2f7e",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -18,7 +18,7 @@ from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.negation import contexts, projected
 from pglogic.engine.render import search_json
 from pglogic.errors import InvalidInput
-from pglogic.query import parse, terms
+from pglogic.query import And, Not, Term, parse, terms
 from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
@@ -174,3 +174,32 @@ def test_migration_0014_adds_the_option_and_downgrades(neg_dsn: str) -> None:
     finally:
         migrate.upgrade(neg_dsn)
     assert all_functions(neg_dsn) == head
+
+
+def _node(text: str, vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"term": text, "vector": [float(x) for x in vectors[text]]}
+
+
+def test_contexts_read_every_spelling_of_the_tree(neg_dsn: str) -> None:
+    """Operators in any case, a NOT's operand in "args", nested ANDs (spliced in, as the Python
+    contexts do): the same vectors as the canonical tree's."""
+    vectors = _vectors('"a" AND "c" AND NOT "b"', seed=5)
+    a, b, c = (_node(t, vectors) for t in "abc")
+    canonical = {"op": "and", "args": [a, c, {"op": "not", "arg": b}]}
+    spellings = [
+        {"op": "AND", "args": [a, c, {"op": "Not", "arg": b}]},
+        {"op": "and", "args": [a, c, {"op": "not", "args": [b]}]},
+        {"op": "and", "args": [a, {"op": "and", "args": [c, {"op": "not", "arg": b}]}]},
+    ]
+    opts = {"and_text": 0, "exact": True}
+    with connect(neg_dsn) as conn:
+        want = dict(_plan_vectors(conn, {"tree": canonical, **opts})[0])
+        assert not np.array_equal(want["b"], vectors["b"])  # projected
+        for tree in spellings:
+            got = dict(_plan_vectors(conn, {"tree": tree, **opts})[0])
+            assert set(got) == set(want)
+            for t in want:
+                assert np.array_equal(got[t], want[t]), (tree, t)
+    # Python: a nested AND built in code has the flat tree's contexts
+    nested = And((Term("a"), And((Term("c"), Not(Term("b"))))))
+    assert contexts(nested) == contexts(parse('"a" AND "c" AND NOT "b"')) == {"b": ("a", "c")}

@@ -55,6 +55,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import threading
 from collections import OrderedDict
@@ -122,6 +123,7 @@ __all__ = [
     "CompiledQuery",
     "SearchOptions",
     "Source",
+    "check_options",
     "compile_query",
     "set_local",
     "shape_of",
@@ -252,7 +254,8 @@ class CompiledQuery:
 
     def guide_vector(self, vectors: Mapping[str, npt.ArrayLike]) -> np.ndarray:
         """The guide vector (:mod:`pglogic.engine.guide`), or in the SQO modes the SQO vector
-        (:mod:`pglogic.engine.sqo`), for these term vectors.
+        (:mod:`pglogic.engine.sqo`), for these term vectors: the embedder's (it scores each
+        negated term against its context itself, :meth:`scored_vectors`).
 
         Example:
             >>> compiled.guide_vector({"a": vec_a, "b": vec_b})  # doctest: +SKIP
@@ -515,7 +518,7 @@ def _compile(
     src = (
         target if isinstance(target, Source) else Source.for_corpus(target, passages=opts.passages)
     )
-    _check_options(opts)
+    check_options(opts)
     parts = _parts(tree, src, opts, extra_where, param_prefix)
     compiled = _plan(tree, opts, parts, server_has_iterative_scan, extra_where, filter_selectivity)
     # A statement run often is prepared (psycopg, after 5 runs), and after 5 executions of a
@@ -556,8 +559,15 @@ def _plan(
     return _candidates_statement(parts, depths)
 
 
-def _check_options(opts: SearchOptions) -> None:
-    """Refuse a k below 1, an unknown mode and an and_text weight out of range (InvalidInput)."""
+def check_options(opts: SearchOptions) -> None:
+    """Refuse a k below 1, an unknown mode, an and_text weight or a not_context out of range, an
+    unknown lexical truth or passage score (InvalidInput).
+
+    Example:
+        >>> check_options(SearchOptions(not_context=2))
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: Invalid not_context=2: a number from 0 (the negated term as it is) to 1 (without its AND's positive terms)
+    """
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
     if (
@@ -576,7 +586,7 @@ def _check_options(opts: SearchOptions) -> None:
         )
     if (
         isinstance(opts.not_context, bool)
-        or not isinstance(opts.not_context, (int, float))
+        or not isinstance(opts.not_context, numbers.Real)
         or not 0 <= opts.not_context <= 1
     ):
         raise InvalidInput(

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pglogic.query import And, Node, Not, Or, Term, negated_only_terms
+from pglogic.query.ast import flatten
 
 __all__ = ["DEFAULT_NOT_CONTEXT", "contexts", "projected", "with_context"]
 
@@ -49,10 +50,13 @@ DEFAULT_NOT_CONTEXT = 0.5
 
 def contexts(node: Node) -> dict[str, tuple[str, ...]]:
     """Each negated-only term with a context → the positive terms of the ANDs that negate it
-    directly, in order of first appearance (no term twice).
+    directly, in order of first appearance (no term twice). Nested ANDs count as one (their
+    operands spliced in, :func:`pglogic.query.flatten`), as a parsed query's are.
 
     Example:
         >>> from pglogic.query import parse
+        >>> contexts(And((Term("a"), And((Term("c"), Not(Term("b")))))))  # as '"a" AND "c" AND NOT "b"'
+        {'b': ('a', 'c')}
         >>> contexts(parse('"a" OR NOT "b" AND "c"'))
         {'b': ('c',)}
         >>> contexts(parse('NOT "b" OR "a"')), contexts(parse('"b" AND NOT "b"'))
@@ -63,16 +67,16 @@ def contexts(node: Node) -> dict[str, tuple[str, ...]]:
     found: dict[str, list[str]] = {}
 
     def walk(n: Node) -> None:
+        children = flatten(n) if isinstance(n, (And, Or)) else []  # nested ANDs spliced in
         if isinstance(n, And):
-            positive = [c.text for c in n.children if isinstance(c, Term)]
-            for c in n.children:
+            positive = [c.text for c in children if isinstance(c, Term)]
+            for c in children:
                 if isinstance(c, Not) and isinstance(c.child, Term) and positive:
                     acc = found.setdefault(c.child.text, [])
                     acc.extend(t for t in positive if t not in acc)
-        if isinstance(n, (And, Or)):
-            for c in n.children:
-                walk(c)
-        elif isinstance(n, Not):
+        for c in children:
+            walk(c)
+        if isinstance(n, Not):
             walk(n.child)
 
     walk(node)
@@ -85,7 +89,8 @@ def projected(
 ) -> npt.NDArray[np.float32]:
     """``normalise(b − λ · P b)``, P the projection onto the span of ``context`` (modified
     Gram–Schmidt in double precision, as the SQL function computes it; a context vector in the
-    span of the ones before it is skipped, and ``b`` is kept when nothing of it would be left).
+    span of the ones before it, less than 1e-6 of its norm left, is skipped, and ``b`` is kept
+    when less than 1e-6 of its norm would be left).
 
     Example:
         >>> [round(float(x), 3) for x in projected([1.0, 1.0, 0.0], [[1.0, 0.0, 0.0]], 1.0)]
@@ -96,17 +101,17 @@ def projected(
     v = np.asarray(b, dtype=np.float64)
     basis: list[npt.NDArray[np.float64]] = []
     for c in context:
-        u = np.asarray(c, dtype=np.float64)
+        u = original = np.asarray(c, dtype=np.float64)
         for q in basis:
             u = u - float(q @ u) * q
         n = math.sqrt(float(u @ u))
-        if n > 1e-6:
+        if n > 1e-6 * math.sqrt(float(original @ original)):
             basis.append(u / n)
     r = v.copy()
     for q in basis:
         r = r - lam * float(q @ v) * q
     n = math.sqrt(float(r @ r))
-    if not basis or n < 1e-6:
+    if not basis or n <= 1e-6 * math.sqrt(float(v @ v)):
         return np.asarray(v, dtype=np.float32)
     return np.asarray(r / n, dtype=np.float32)
 

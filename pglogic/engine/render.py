@@ -48,6 +48,7 @@ from pglogic.engine.compile import (
     TEXT_CONFIG,
     CompiledQuery,
     SearchOptions,
+    check_options,
     set_local,
 )
 from pglogic.engine.conjunction import and_texts
@@ -417,6 +418,7 @@ def search_json(
         [1.0, 0.0]
     """
     opts = options or SearchOptions()
+    check_options(opts)  # the Python words, before the guide is computed
     if opts.mode != "fuzzy":
         raise InvalidInput(f"pglogic.search (SQL) has the fuzzy mode only, not {opts.mode!r}")
     if opts.timeout is not None:
