@@ -43,6 +43,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,13 +183,21 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
             runs[c.label][q.id] = [ids[j] for j in np.argsort(-scores, kind="stable")[:K]]
         dense = docs @ vecs[q.text]
         runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
-    relevant = {q.id: q.relevant for q in derived.queries}
-    negatives = {q.id: q.negatives for q in derived.queries}
+    return scored_runs(name, derived.queries, runs)
+
+
+def scored_runs(
+    name: str, queries: Sequence[Any], runs: dict[str, dict[str, list[str]]]
+) -> dict[str, Any]:
+    """Per-query nDCG@10 / NegRecall@10 of every method's ranking of the derived ``queries``,
+    with each query's template family and the queries with NOT."""
+    relevant = {q.id: q.relevant for q in queries}
+    negatives = {q.id: q.negatives for q in queries}
     per = {m: evaluate_run(r, relevant, negatives) for m, r in runs.items()}
     return {
         "dataset": name,
-        "family": {q.id: family_of(q.tree) for q in derived.queries},
-        "with_not": [q.id for q in derived.queries if q.n_negations > 0],
+        "family": {q.id: family_of(q.tree) for q in queries},
+        "with_not": [q.id for q in queries if q.n_negations > 0],
         "per": {
             m: {
                 qid: {"ndcg": v["ndcg@10"], "negrecall": v["negrecall@10"]}
@@ -199,7 +208,8 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     }
 
 
-def _mean(per: dict[str, dict[str, float]], qids: list[str], key: str) -> float:
+def mean_of(per: dict[str, dict[str, float]], qids: list[str], key: str) -> float:
+    """The mean of ``key`` over ``qids`` (NaN values, queries without traps, left out)."""
     vals = [per[q][key] for q in qids if per[q][key] == per[q][key]]
     return float(np.mean(vals)) if vals else float("nan")
 
@@ -215,9 +225,9 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
         qids = [q for q, g in fam.items() if g == f]
         if not qids:
             continue
-        cells[f] = {"n": {"queries": len(qids)}}  # type: ignore[dict-item]
+        cells[f] = {"n": {"queries": len(qids)}}
         for m in per:
-            row: dict[str, Any] = {"ndcg": _mean(per[m], qids, "ndcg")}
+            row: dict[str, Any] = {"ndcg": mean_of(per[m], qids, "ndcg")}
             if m != DEFAULT.label:
                 r = paired_test(
                     {q: base[q]["ndcg"] for q in qids}, {q: per[m][q]["ndcg"] for q in qids}
@@ -246,11 +256,11 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
                           if p < 0.05 and deltas[(f, c.label)] < 0]  # fmt: skip
     allq = list(fam)
     nots = d["with_not"]
-    dense_nr = _mean(per["dense"], nots, "negrecall")
+    dense_nr = mean_of(per["dense"], nots, "negrecall")
     overall = {
-        m: {"ndcg": _mean(per[m], allq, "ndcg"), "not_ndcg": _mean(per[m], nots, "ndcg"),
-            "negrecall": _mean(per[m], nots, "negrecall"),
-            "nr_ratio": _mean(per[m], nots, "negrecall") / dense_nr}
+        m: {"ndcg": mean_of(per[m], allq, "ndcg"), "not_ndcg": mean_of(per[m], nots, "ndcg"),
+            "negrecall": mean_of(per[m], nots, "negrecall"),
+            "nr_ratio": mean_of(per[m], nots, "negrecall") / dense_nr}
         for m in per
     }  # fmt: skip
     return {"dataset": d["dataset"], "families": cells, "overall": overall,
@@ -271,7 +281,7 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
         old = {n: table[DEFAULT.label][n] for n in names}
         return objective({n: table[m][n] for n in names}, {n: dense[n] for n in names}, old)
 
-    loco = {}
+    loco: dict[str, Any] = {}
     for held in REAL:
         tune = [n for n in REAL if n != held]
         best = max(table, key=lambda m: score(m, tune))

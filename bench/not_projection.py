@@ -48,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BENCH_DIR, RESULTS_DIR, SHARED_DATA, machine_line, md_table
+from family_losses import mean_of, scored_runs
 from frontier import REAL, objective
 from passages_aggregate import load_corpus, per_document
 
@@ -55,10 +56,10 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_query_embedder
 from pglogic.engine.conjunction import own_weights, with_and_texts
 from pglogic.engine.operators import evaluate_numpy
-from pglogic.eval.compare import family_of, holm
+from pglogic.eval.compare import holm
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
-from pglogic.eval.metrics import evaluate_run, paired_test
+from pglogic.eval.metrics import paired_test
 from pglogic.query import And, Node, Not, Or, Term, terms
 
 NAME = "not_projection"
@@ -209,26 +210,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
                 runs[other.label][q.id] = top
         dense = docs @ vecs[q.text]
         runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
-    relevant = {q.id: q.relevant for q in derived.queries}
-    negatives = {q.id: q.negatives for q in derived.queries}
-    per = {m: evaluate_run(r, relevant, negatives) for m, r in runs.items()}
-    return {
-        "dataset": name,
-        "family": {q.id: family_of(q.tree) for q in derived.queries},
-        "with_not": [q.id for q in derived.queries if q.n_negations > 0],
-        "per": {
-            m: {
-                qid: {"ndcg": v["ndcg@10"], "negrecall": v["negrecall@10"]}
-                for qid, v in rows.items()
-            }
-            for m, rows in per.items()
-        },
-    }
-
-
-def _mean(per: dict[str, dict[str, float]], qids: list[str], key: str) -> float:
-    vals = [per[q][key] for q in qids if per[q][key] == per[q][key]]
-    return float(np.mean(vals)) if vals else float("nan")
+    return scored_runs(name, derived.queries, runs)
 
 
 def index_runs(name: str) -> dict[str, dict[str, float]]:
@@ -243,12 +225,12 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
     methods (Holm over each variant's family × method tests)."""
     per, fam, nots = d["per"], d["family"], d["with_not"]
     allq = list(fam)
-    dense_nr = _mean(per["dense"], nots, "negrecall")
+    dense_nr = mean_of(per["dense"], nots, "negrecall")
     base = {q: per[DEFAULT.label][q]["ndcg"] for q in nots}
     overall: dict[str, dict[str, float]] = {}
     for m in per:
-        row = {"ndcg": _mean(per[m], allq, "ndcg"), "not_ndcg": _mean(per[m], nots, "ndcg"),
-               "negrecall": _mean(per[m], nots, "negrecall")}  # fmt: skip
+        row = {"ndcg": mean_of(per[m], allq, "ndcg"), "not_ndcg": mean_of(per[m], nots, "ndcg"),
+               "negrecall": mean_of(per[m], nots, "negrecall")}  # fmt: skip
         row["nr_ratio"] = row["negrecall"] / dense_nr
         if m not in (DEFAULT.label, "dense"):
             r = paired_test(base, {q: per[m][q]["ndcg"] for q in nots})
