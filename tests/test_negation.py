@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pglogic.engine.compile import SearchOptions, compile_query
+from pglogic.engine.guide import guide_vector
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, contexts, projected, with_context
 from pglogic.engine.source import Corpus
 from pglogic.errors import InvalidInput
@@ -81,6 +82,9 @@ def test_compiled_query_binds_the_projected_vector_in_fuzzy_mode_only() -> None:
     assert np.allclose(b, projected(vectors["b"], [vectors["a"]], DEFAULT_NOT_CONTEXT))
     # the guide is computed from the vectors the statement scores
     assert np.allclose(bound["vg"], compile_query(tree, SAMPLE).guide_vector(vectors), atol=0)
+    scored = with_context(tree, vectors, DEFAULT_NOT_CONTEXT)  # independently of the class
+    assert np.array_equal(bound["vg"], guide_vector(tree, scored, default.family, default.truth))
+    assert not np.allclose(bound["vg"], guide_vector(tree, vectors, default.family, default.truth))
     off = compile_query(tree, SAMPLE, SearchOptions(not_context=0))
     assert np.array_equal(off.with_vectors(vectors)[f"v{off.terms.index('b')}"],
                           vectors["b"].astype(np.float32))  # fmt: skip

@@ -236,7 +236,7 @@ class CompiledQuery:
         for j, text in enumerate(self.lexical):
             params[f"{self.param_prefix}q{j}"] = text
         if self.guide_param is not None:
-            params[self.guide_param] = self.guide_vector(vectors)
+            params[self.guide_param] = self._guide(scored)
         return params
 
     def scored_vectors(self, vectors: Mapping[str, npt.ArrayLike]) -> dict[str, npt.ArrayLike]:
@@ -261,13 +261,16 @@ class CompiledQuery:
             >>> compiled.guide_vector({"a": vec_a, "b": vec_b})  # doctest: +SKIP
             array([0.12, ...], dtype=float32)
         """
+        return self._guide(self.scored_vectors(vectors))
+
+    def _guide(self, scored: Mapping[str, npt.ArrayLike]) -> np.ndarray:
+        """:meth:`guide_vector` from the vectors the statement scores (:meth:`scored_vectors`)."""
         tree = semantic_part(self.tree) if self.tree is not None else None
         if tree is None:
             raise QueryError("This compiled query has no tree to compute a guide vector from")
-        vectors = self.scored_vectors(vectors)
         if self.vector_kind == "sqo":
-            return sqo_vector(tree, vectors, self.family, self.truth, self.seed)
-        return guide_vector(tree, vectors, self.family, self.truth)
+            return sqo_vector(tree, scored, self.family, self.truth, self.seed)
+        return guide_vector(tree, scored, self.family, self.truth)
 
 
 @dataclass(frozen=True)
