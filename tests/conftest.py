@@ -29,6 +29,19 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 TEMPLATE_DB = "pglogic_test_template"
 
 
+@pytest.fixture(autouse=True)
+def _home_stays_per_test() -> Iterator[None]:
+    """``pglogic --home DIR`` sets ``PGLOGIC_HOME`` in the process (so that fetched models live
+    there too); an in-process CLI test must not leave it set for the tests after it, whose
+    subprocesses would then look for the local model under a finished test's directory."""
+    before = os.environ.get("PGLOGIC_HOME")
+    yield
+    if before is None:
+        os.environ.pop("PGLOGIC_HOME", None)
+    else:
+        os.environ["PGLOGIC_HOME"] = before
+
+
 class Server:
     """A running Postgres reachable by DSN, with helpers to address one database on it."""
 
