@@ -50,8 +50,8 @@ from benchlib import (
     machine_md,
     md_table,
     percentile,
-    phrase_vectors,
     server_dsn,
+    truth_vectors,
     wait_idle,
     write_results,
 )
@@ -77,7 +77,7 @@ def exact_tops(
 ) -> dict[int, list[int]]:
     """Per weight, the ids (1-based, ingest order) of the exact top k of
     ``with_and_texts(tree, weight)`` over every vector (``scale.exact_top``'s ranking)."""
-    vecs = phrase_vectors(tree, vecs)
+    vecs = truth_vectors(tree, vecs)
     names = sorted(vecs)
     sims = data.vectors @ np.stack([vecs[t] for t in names]).T
     by_text = {t: sims[:, i] for i, t in enumerate(names)}

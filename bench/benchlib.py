@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pglogic.engine.conjunction import and_texts
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, with_context
 from pglogic.query import And, Node, Not, Or, Term, terms
 from pglogic.store import migrate
 
@@ -91,6 +92,23 @@ def phrase_vectors(
         if text not in out:
             out[text] = phrase_vector(text, own)
     return out
+
+
+def truth_vectors(tree: Node, vecs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The vectors an exact NumPy truth scores for ``tree`` at the engine's defaults: each term
+    negated inside an AND against its context (``not_context``,
+    :func:`pglogic.engine.negation.with_context`), plus the AND texts' phrase vectors
+    (:func:`phrase_vectors`), as ``search()`` binds them. A truth without the projection is not
+    the default engine's formula on NOT queries.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> v = {"t1": np.array([1.0, 0.0], np.float32), "t2": np.array([0.6, 0.8], np.float32)}
+        >>> [round(float(x), 3) for x in truth_vectors(parse('"t1" AND NOT "t2"'), v)["t2"]]
+        [0.351, 0.936]
+    """
+    projected = with_context(tree, vecs, DEFAULT_NOT_CONTEXT)
+    return phrase_vectors(tree, {t: np.asarray(x, dtype=np.float32) for t, x in projected.items()})
 
 
 def server_dsn(home: Path, dsn: str | None) -> str:

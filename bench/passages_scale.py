@@ -73,8 +73,8 @@ from benchlib import (
     machine_md,
     md_table,
     percentile,
-    phrase_vectors,
     server_dsn,
+    truth_vectors,
     write_results,
 )
 from psycopg import sql
@@ -462,8 +462,9 @@ def exact_scores(tree: Node, docs: Documents, vecs: dict[str, np.ndarray], layou
     (synthetic phrase vectors) and default family. Over passages, the default passage score
     (``own_weights``): in a formula with a negated term, a positive text's similarity is the
     mean of its best passage's and the document's own vector's (here its first passage's); in
-    a disjunction or one term, 0.9 of the former and 0.1 of the latter."""
-    vecs = phrase_vectors(tree, vecs)
+    a disjunction or one term, 0.9 of the former and 0.1 of the latter. Each term negated
+    inside an AND is scored against its context (``benchlib.truth_vectors``)."""
+    vecs = truth_vectors(tree, vecs)
     names = sorted(vecs)
     q = np.stack([vecs[t] for t in names]).T.astype(np.float32)
     if layout == "passages":

@@ -61,6 +61,7 @@ from benchlib import (
     percentile,
     phrase_vectors,
     server_dsn,
+    truth_vectors,
     write_results,
 )
 from psycopg import sql
@@ -220,9 +221,10 @@ def exact_top(
     """Ids (1-based, ingest order) of the exact top k of the formula over the masked rows.
 
     The formula is the one the engine scores: each AND also scored against its own text
-    (``and_text``, :mod:`pglogic.engine.conjunction`), with synthetic phrase vectors.
+    (``and_text``, :mod:`pglogic.engine.conjunction`), with synthetic phrase vectors, and each
+    term negated inside an AND against its context (``benchlib.truth_vectors``).
     """
-    vecs = phrase_vectors(tree, vecs)
+    vecs = truth_vectors(tree, vecs)
     names = sorted(vecs)
     sims = data.vectors @ np.stack([vecs[t] for t in names]).T
     # the engine's default family: the one every statement of this benchmark compiles with

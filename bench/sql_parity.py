@@ -55,6 +55,7 @@ from benchlib import (
     percentile,
     phrase_vectors,
     server_dsn,
+    truth_vectors,
     write_results,
 )
 from psycopg import sql
@@ -175,7 +176,7 @@ def exact_top_passages(
 ) -> list[int]:
     """Ids (1-based, ingest order) of the exact top k over the masked documents, each text's
     similarity a document's best passage's (scale.exact_top over passages)."""
-    vecs = phrase_vectors(tree, vecs)
+    vecs = truth_vectors(tree, vecs)
     names = sorted(vecs)
     sims = corpus_data.data.vectors @ np.stack([vecs[t] for t in names]).T
     best = np.maximum.reduceat(sims, corpus_data.first[:-1], axis=0)
