@@ -37,8 +37,6 @@ tell the queries where the phrase helps from those where it hurts.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +46,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
+from benchlib import SHARED_DATA, datasets_main, md_table
 from family_losses import mean_of, scored_runs
 from frontier import REAL
 from passages_aggregate import load_corpus, per_document
@@ -277,34 +275,9 @@ def main() -> None:
     Example:
         >>> main()  # doctest: +SKIP
     """
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--dsn")
-    ap.add_argument("--only", action="append", choices=DATASETS,
-                    help="run these datasets and merge them into the JSON")  # fmt: skip
-    ap.add_argument("--render", action="store_true")
-    ap.add_argument("--conclusions", type=Path)
-    args = ap.parse_args()
-    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
-    data: dict[str, Any] = json.loads(jp.read_text()) if jp.exists() else {"analysis": []}
-    if not args.render:
-        if not args.dsn:
-            ap.error("--dsn is needed to run (or --render)")
-        new = {}
-        for name in args.only or DATASETS:
-            new[name] = analyse(run_dataset(args.dsn, name))
-            print(name, "done", flush=True)
-        if jp.exists():  # another --only run may have written its datasets meanwhile
-            data = json.loads(jp.read_text())
-        data["machine_line"] = machine_line()
-        done = {a["dataset"]: a for a in data["analysis"]} | new
-        data["analysis"] = [done[n] for n in DATASETS if n in done]
-    if {a["dataset"] for a in data["analysis"]} == set(DATASETS):
-        data["choice"] = choose(data)
-        if args.conclusions:
-            data["conclusions"] = args.conclusions.read_text()
-        mp.write_text(to_markdown(data))
-        print(mp.read_text())
-    jp.write_text(json.dumps(data, indent=1) + "\n")
+    datasets_main(
+        __doc__, NAME, DATASETS, lambda dsn, n: analyse(run_dataset(dsn, n)), choose, to_markdown
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ for each AND text the engine scores (:mod:`pglogic.engine.conjunction`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -109,6 +110,53 @@ def truth_vectors(tree: Node, vecs: Mapping[str, np.ndarray]) -> dict[str, np.nd
     """
     projected = with_context(tree, vecs, DEFAULT_NOT_CONTEXT)
     return phrase_vectors(tree, {t: np.asarray(x, dtype=np.float32) for t, x in projected.items()})
+
+
+def datasets_main(
+    doc: str | None,
+    name: str,
+    datasets: Sequence[str],
+    measure: Callable[[str, str], dict[str, Any]],
+    choose: Callable[[dict[str, Any]], Any],
+    to_markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """The command line of a bench measured per dataset: ``--dsn DSN`` measures every dataset
+    (``measure(dsn, dataset)``: one entry of ``"analysis"``), ``--only D`` (repeatable) some of
+    them, merged into ``results/<name>.json`` as another ``--only`` run left it; once every
+    dataset is there, ``choose(data)`` (``"choice"``) and ``results/<name>.md``;
+    ``--render [--conclusions FILE]`` rewrites the Markdown from the JSON.
+
+    Example:
+        >>> datasets_main(__doc__, "not_signals", REAL, measure, choose, to_markdown)  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--dsn")
+    ap.add_argument("--only", action="append", choices=list(datasets),
+                    help="run these datasets and merge them into the JSON")  # fmt: skip
+    ap.add_argument("--render", action="store_true")
+    ap.add_argument("--conclusions", type=Path)
+    args = ap.parse_args()
+    jp, mp = RESULTS_DIR / f"{name}.json", RESULTS_DIR / f"{name}.md"
+    data: dict[str, Any] = json.loads(jp.read_text()) if jp.exists() else {"analysis": []}
+    if not args.render:
+        if not args.dsn:
+            ap.error("--dsn is needed to run (or --render)")
+        new = {}
+        for dataset in args.only or datasets:
+            new[dataset] = measure(args.dsn, dataset)
+            print(dataset, "done", flush=True)
+        if jp.exists():  # another --only run may have written its datasets meanwhile
+            data = json.loads(jp.read_text())
+        data["machine_line"] = machine_line()
+        done = {a["dataset"]: a for a in data["analysis"]} | new
+        data["analysis"] = [done[n] for n in datasets if n in done]
+    if {a["dataset"] for a in data["analysis"]} == set(datasets):
+        data["choice"] = choose(data)
+        if args.conclusions:
+            data["conclusions"] = args.conclusions.read_text()
+        mp.write_text(to_markdown(data))
+        print(mp.read_text())
+    jp.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def server_dsn(home: Path, dsn: str | None) -> str:

@@ -34,8 +34,7 @@ part's score, and the largest cosine between a positive and a negated term's vec
 
 from __future__ import annotations
 
-import argparse
-import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,9 +43,10 @@ import numpy as np
 from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
+from benchlib import SHARED_DATA, datasets_main, md_table
 from family_losses import mean_of, scored_runs
 from frontier import REAL, objective
+from not_projection import NOT_FAMILIES, PAPERS, family_tests, index_runs, losses
 from passages_aggregate import load_corpus, per_document
 
 from pglogic.config import DEFAULT_MODEL
@@ -56,6 +56,7 @@ from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, with_context
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
+from pglogic.eval.metrics import paired_test
 from pglogic.query import negated_only_terms, terms
 
 NAME = "not_signals"
@@ -218,8 +219,16 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
         r["nr_ratio"] = r["negrecall"] / dense["negrecall"]
         removed = (default["negrecall"] - r["negrecall"]) / dense["negrecall"]
         r["cost"] = (default["not_ndcg"] - r["not_ndcg"]) / removed if removed > 0 else float("nan")
+    base_ndcg = {q: per[base][q]["ndcg"] for q in nots}
+    idx = index_runs(d["dataset"])
+    families: dict[str, dict[str, Any]] = {}
+    for m in [f"uniform γ {g:g}" for g in sorted({*GAMMAS, *RULE_GAMMAS})] + RULES:
+        run = m.removeprefix("uniform ")
+        test = paired_test(base_ndcg, {q: per[run][q]["ndcg"] for q in nots})
+        rows[m].update(delta=test.delta, p=test.p_value)
+        families[m] = family_tests(d["family"], per[run], idx)
     return {"dataset": d["dataset"], "not_queries": len(qids), "dense": dense,
-            "correlation": rho, "rows": rows}  # fmt: skip
+            "correlation": rho, "rows": rows, "families": families}  # fmt: skip
 
 
 def choose(data: dict[str, Any]) -> dict[str, Any]:
@@ -230,16 +239,23 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     base = f"uniform γ {DEFAULT_GAMMA:g}"
     dense = {n: by[n]["dense"] for n in REAL}
 
-    def j(m: str, corpora: list[str]) -> float:
+    def j(m: str, corpora: list[str], families: bool) -> float:
+        if families and any(losses(by[n], m, PAPERS) for n in corpora):
+            return -math.inf
         old = {n: by[n]["rows"][base] for n in corpora}
         return objective({n: by[n]["rows"][m] for n in corpora}, dense, old)
 
-    loco = {}
-    for held in REAL:
-        tune = [n for n in REAL if n != held]
-        best = max(names, key=lambda m: j(m, tune))
-        loco[held] = {"chosen": best, "held_out": by[held]["rows"][best]}
-    return {"loco": loco, "on_all": max(names, key=lambda m: j(m, list(REAL)))}
+    out: dict[str, Any] = {}
+    for rule, families in (("J", False), ("J, no NOT family below a paper's method", True)):
+        loco = {}
+        for held in REAL:
+            tune = [n for n in REAL if n != held]
+            best = max(names, key=lambda m: j(m, tune, families))
+            loco[held] = {"chosen": best, "held_out": by[held]["rows"][best],
+                          "losses_there": losses(by[held], best, PAPERS)}  # fmt: skip
+        every = max(names, key=lambda m: j(m, list(REAL), families))
+        out[rule] = {"loco": loco, "on_all": every}
+    return out
 
 
 def to_markdown(data: dict[str, Any]) -> str:
@@ -293,16 +309,38 @@ def to_markdown(data: dict[str, Any]) -> str:
         )  # fmt: skip
         rows.append([m + (" ✓" if cheap else ""), *cells])
     lines += [md_table(["NOT", *(a["dataset"] for a in an)], rows), ""]
+    lines += ["## NOT families against the methods measured through the index", "",
+              "nDCG@10 per NOT template family; the methods of `bench/quality` (through the "
+              "index, the same derived queries) significantly above it (Wilcoxon, Holm over "
+              "the row's family × method tests), and its change on NOT queries against the "
+              "default (Wilcoxon p).", ""]  # fmt: skip
+    rows = []
+    for m in an[0]["families"]:
+        cells = []
+        for a in an:
+            fam = a["families"][m]
+            worse = losses(a, m)
+            r = a["rows"][m]
+            p = f", p {r['p']:.2g}" if "p" in r and m != f"uniform γ {DEFAULT_GAMMA:g}" else ""
+            cells.append(" / ".join(f"{fam[f]['ndcg']:.3f}" for f in NOT_FAMILIES)
+                         + f" ({r.get('delta', 0.0):+.3f}{p})"
+                         + (f"; **below: {'; '.join(worse)}**" if worse else ""))  # fmt: skip
+        rows.append([m, *cells])
+    lines += [md_table(["NOT", *(f"{a['dataset']}: {' / '.join(NOT_FAMILIES)}" for a in an)], rows), ""]  # fmt: skip
     lines += ["## Leave one corpus out", "",
               "`frontier.objective`'s rule: J = mean nDCG@10 over all queries − 0.25 × the mean "
               "excess of NegRecall@10 / dense over 0.2, NOT queries losing at most 0.01 nDCG@10 "
               "against the default on a tuning corpus; among the uniform γs and the absolute "
-              "rules.", ""]  # fmt: skip
-    rows = [[held, c["chosen"], f"{c['held_out']['not_ndcg']:.3f}", f"{c['held_out']['nr_ratio']:.2f}"]
-            for held, c in data["choice"]["loco"].items()]  # fmt: skip
-    lines += [md_table(["held-out corpus", "chosen on the other two", "NOT nDCG@10 there",
-                        "NegRecall@10 / dense there"], rows), "",
-              f"Chosen on all three: `{data['choice']['on_all']}`.", ""]  # fmt: skip
+              "rules. The second rule also excludes a candidate with a NOT family significantly "
+              "below a paper's method on a tuning corpus (as `not_projection.md`).", ""]  # fmt: skip
+    for rule, c in data["choice"].items():
+        rows = [[held, x["chosen"], f"{x['held_out']['not_ndcg']:.3f}",
+                 f"{x['held_out']['nr_ratio']:.2f}", "; ".join(x["losses_there"]) or "none"]
+                for held, x in c["loco"].items()]  # fmt: skip
+        lines += [f"**{rule}**", "", md_table(["held-out corpus", "chosen on the other two",
+                  "NOT nDCG@10 there", "NegRecall@10 / dense there",
+                  "NOT families below a paper's method there"], rows), "",
+                  f"Chosen on all three: `{c['on_all']}`.", ""]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -312,34 +350,9 @@ def main() -> None:
     Example:
         >>> main()  # doctest: +SKIP
     """
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--dsn")
-    ap.add_argument("--only", action="append", choices=REAL,
-                    help="run these corpora and merge them into the JSON")  # fmt: skip
-    ap.add_argument("--render", action="store_true")
-    ap.add_argument("--conclusions", type=Path)
-    args = ap.parse_args()
-    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
-    data: dict[str, Any] = json.loads(jp.read_text()) if jp.exists() else {"analysis": []}
-    if not args.render:
-        if not args.dsn:
-            ap.error("--dsn is needed to run (or --render)")
-        new = {}
-        for name in args.only or REAL:
-            new[name] = analyse(run_dataset(args.dsn, name))
-            print(name, "done", flush=True)
-        if jp.exists():  # another --only run may have written its corpora meanwhile
-            data = json.loads(jp.read_text())
-        data["machine_line"] = machine_line()
-        done = {a["dataset"]: a for a in data["analysis"]} | new
-        data["analysis"] = [done[n] for n in REAL if n in done]
-    if {a["dataset"] for a in data["analysis"]} == set(REAL):
-        data["choice"] = choose(data)
-        if args.conclusions:
-            data["conclusions"] = args.conclusions.read_text()
-        mp.write_text(to_markdown(data))
-        print(mp.read_text())
-    jp.write_text(json.dumps(data, indent=1) + "\n")
+    datasets_main(
+        __doc__, NAME, REAL, lambda dsn, n: analyse(run_dataset(dsn, n)), choose, to_markdown
+    )
 
 
 if __name__ == "__main__":
