@@ -368,7 +368,7 @@ def client_run(
     ).format(t=corpus.table)
     family = compiled.family  # score client-side with the family the statement uses
     names = compiled.terms  # the terms, then the AND texts
-    vecs = phrase_vectors(tree, vecs)
+    vecs = truth_vectors(tree, vecs)  # the negated terms against their context, as the engine
     scored = scored_tree(tree, opts)
     qmat = np.stack([vecs[t] for t in names]).astype(np.float32)
 
@@ -798,9 +798,11 @@ def markdown(results: dict[str, Any]) -> str:
             "",
         ]
         rows = []
+        notes = list(dict.fromkeys(q["rerun"] for q in r["queries"] if "rerun" in q))
         for q in r["queries"]:
             p = q["pglogic_ms"]
-            rows.append([q["shape"], q["k"], q["filter"],
+            mark = f" (rerun {notes.index(q['rerun']) + 1})" if "rerun" in q else ""
+            rows.append([q["shape"] + mark, q["k"], q["filter"],
                          f"{p['p50']} / {p['p95']} / {p['p99']}", q["floor_ms"]["p50"],
                          q.get("guide_scan_ms_p50", ""),
                          q["ratio_vs_floor_p50"], q["ratio_vs_n_terms_p50"],
@@ -814,6 +816,8 @@ def markdown(results: dict[str, Any]) -> str:
                                "guide p50", "ratio", "ratio n", "ratio +g", "client p50",
                                "× client", "exact p50", "× exact",
                                "recall@10", "recall@k", "client recall@10", "rows"], rows))  # fmt: skip
+        for i, note in enumerate(notes):  # rows of a --rows-only run, on the machine above
+            parts += ["", f"Rerun {i + 1} (`--rows-only`): {note}."]
         naive = [q for q in r["queries"] if "naive_client" in q]
         if naive:
             parts += [
