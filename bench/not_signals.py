@@ -9,8 +9,9 @@ adapts per term from the similarity distribution*. This script measures it on th
 (passages with ``blend-not-or``, AND texts 4/1, ``not_context`` 0.5; every document scored
 exactly in NumPy; 50 derived queries per template of the three real corpora).
 
-For every NOT query, over its *pool* (the 100 documents the formula's positive part ranks first:
-the candidates the index brings), the negated terms' similarity (their maximum per document)
+For every NOT query, over its *pool* (the 100 documents of the corpus the formula's positive
+part ranks first; through the index it would be the best of the candidates the scans bring),
+the negated terms' similarity (their maximum per document)
 gives seven signals that one statement could compute without labels: its mean, its standard
 deviation, its skewness, Sarle's bimodality coefficient, Otsu's separability (the largest share
 of its variance between two groups cut at a threshold), its correlation with the positive
@@ -22,10 +23,16 @@ part's score, and the largest cosine between a positive and a negated term's vec
   the default's γ on the others; each switch's NOT nDCG@10 and NegRecall@10 / dense, and its
   *cost*: nDCG@10 lost per point of dense's traps removed, against the same cost of a uniform
   stronger γ. A signal that knows which queries want the strong NOT removes traps more cheaply.
-* **Leave one corpus out** with ``frontier.objective``'s rule (J; NOT queries may lose at most
-  0.01 nDCG@10), among the uniform γs and every switch.
+* **Absolute rules** one statement can apply: γ 2, 3.5 or 6 for a negated term whose mean
+  similarity over its pool is below τ (0.06–0.12), the default's γ otherwise.
+* **Per NOT family**, each uniform γ and rule against the methods ``bench/quality`` measured
+  through the index (``not_projection.family_tests``, Holm).
+* **Leave one corpus out** among the uniform γs and the absolute rules (a switch by quantile
+  needs the other queries), under ``frontier.objective``'s rule (J; NOT queries may lose at
+  most 0.01 nDCG@10) and under the same with no NOT family below a paper's method on a tuning
+  corpus (as ``not_projection.py``).
 
-    .venv/bin/python bench/not_signals.py --dsn DSN       # ~12 min, 2 cores
+    .venv/bin/python bench/not_signals.py --dsn DSN [--only CORPUS]   # ~12 min, 2 cores
     .venv/bin/python bench/not_signals.py --render        # the Markdown from the JSON
 
 ``DSN``: the database holding the corpora ``eval_<dataset>`` with passages (as for
