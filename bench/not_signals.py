@@ -64,7 +64,7 @@ from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.metrics import paired_test
-from pglogic.query import negated_only_terms, terms
+from pglogic.query import Node, negated_only_terms, terms
 
 NAME = "not_signals"
 PER_TEMPLATE = 50
@@ -115,6 +115,28 @@ def _signals(neg: np.ndarray, pos: np.ndarray, cosine: float) -> dict[str, float
     }
 
 
+def similarities(
+    query: Node,
+    tree: Node,
+    vecs: dict[str, np.ndarray],
+    docs: np.ndarray,
+    pm: np.ndarray,
+    starts: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Every scored text's similarity to every document as the default engine takes it: the
+    ``query``'s negated terms without :data:`DEFAULT_NOT_CONTEXT` of their AND's positive span,
+    each text's passage score of ``blend-not-or`` (``tree``: ``query`` with its AND texts;
+    ``pm``: every passage vector, ``starts``: each document's first passage)."""
+    scored = terms(tree)
+    projected = with_context(query, {t: vecs[t] for t in scored}, DEFAULT_NOT_CONTEXT)
+    weights = dict(zip(scored, own_weights(query, scored, "blend-not-or"), strict=True))
+    sims = {}
+    for t in scored:
+        v = per_document(docs @ projected[t], pm @ projected[t], starts)
+        sims[t] = weights[t] * v["documents"] + (1 - weights[t]) * v["max"]
+    return sims
+
+
 def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     """Per-query nDCG@10 / NegRecall@10 at each γ (all derived queries; the others score as
     the default) and dense retrieval's; each NOT query's signals."""
@@ -132,13 +154,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     runs.update({r: {} for r in RULES})
     signals: dict[str, dict[str, float]] = {}
     for q, tree in zip(derived.queries, trees, strict=True):
-        scored = terms(tree)
-        projected = with_context(q.tree, {t: vecs[t] for t in scored}, DEFAULT_NOT_CONTEXT)
-        weights = dict(zip(scored, own_weights(q.tree, scored, "blend-not-or"), strict=True))
-        sims = {}
-        for t in scored:
-            v = per_document(docs @ projected[t], pm @ projected[t], starts)
-            sims[t] = weights[t] * v["documents"] + (1 - weights[t]) * v["max"]
+        sims = similarities(q.tree, tree, vecs, docs, pm, starts)
         negated = negated_only_terms(q.tree)
         for g in sorted({*GAMMAS, *RULE_GAMMAS}) if negated else (DEFAULT_GAMMA,):
             s = evaluate_numpy(tree, sims, f"and=product,or=max,not=complement^{g:g}")
