@@ -15,8 +15,9 @@ every document exactly (NumPy) with:
   for w = 0 … 8 (4 is the default; 0 is how every method without AND texts ranks);
 * **other combinations** of the terms and the phrase: the geometric mean g of the terms with
   the phrase added (``g + c·f``), their maximum (``max(g, f)``, a fallback to the phrase),
-  Gödel's minimum with the phrase (``min · f^k``), and the default's weight only in ANDs of at
-  most three operands;
+  Gödel's minimum with the phrase (``min · f^k``), the default's weight only in ANDs of at
+  most three operands, and reciprocal rank fusion (k 60 or 10) of the product's ranking with
+  the phrase's, or with the default's;
 * **dense retrieval** (the question as one string against each document's own vector).
 
 And it computes, per query, six signals that need no labels and that the SQL function could
@@ -78,6 +79,16 @@ def _geo(a: np.ndarray) -> np.ndarray:
     return np.exp(np.log(a).mean(axis=0))
 
 
+def _rrf(*scores: np.ndarray, k: int = 60) -> np.ndarray:
+    """Reciprocal rank fusion: Σ 1 / (k + the document's rank by each score)."""
+    out = np.zeros(len(scores[0]))
+    for s in scores:
+        rank = np.empty(len(s))
+        rank[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
+        out += 1.0 / (k + rank)
+    return out
+
+
 #: Each form ranks the documents from the terms' similarities ``a`` (one row per operand,
 #: clamped to [1e-6, 1]) and the phrase's ``f``.
 FORMS: dict[str, Form] = {
@@ -93,6 +104,11 @@ FORMS: dict[str, Form] = {
     "min·f": lambda a, f: a.min(axis=0) * f,
     "min·f²": lambda a, f: a.min(axis=0) * f**2,
     "min + f": lambda a, f: a.min(axis=0) + f,
+    "rrf(a·b, f)": lambda a, f: _rrf(a.prod(axis=0), f),
+    "rrf(a·b, f), k 10": lambda a, f: _rrf(a.prod(axis=0), f, k=10),
+    f"rrf(a·b, a·b·f^{DEFAULT_AND_TEXT})": lambda a, f: _rrf(
+        a.prod(axis=0), a.prod(axis=0) * f**DEFAULT_AND_TEXT
+    ),
 }
 SIGNALS = {
     "terms' mean cosine": "the mean cosine between two terms' vectors",
