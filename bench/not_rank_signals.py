@@ -41,24 +41,18 @@ import numpy as np
 from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SHARED_DATA, datasets_main, md_table
+from benchlib import datasets_main, md_table
 from family_losses import mean_of, scored_runs
 from frontier import REAL, objective
 from not_projection import NOT_FAMILIES, PAPERS, family_tests, index_runs, losses
-from not_signals import similarities
-from passages_aggregate import load_corpus
+from not_signals import PER_TEMPLATE, load_exact
 
-from pglogic.config import DEFAULT_MODEL
-from pglogic.embed.registry import get_query_embedder
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, with_and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.operators import evaluate_numpy
-from pglogic.eval.data import load_dataset
-from pglogic.eval.derive import derive_queries
 from pglogic.eval.metrics import paired_test
-from pglogic.query import negated_only_terms, terms
+from pglogic.query import negated_only_terms
 
 NAME = "not_rank_signals"
-PER_TEMPLATE = 50
 K = 100
 POOL = 100
 TOP = 10
@@ -102,21 +96,14 @@ def _coherence(x: np.ndarray) -> float:
 def run_dataset(dsn: str, name: str) -> dict[str, Any]:
     """Every query's ranking at each γ and dense retrieval's (queries without NOT as the
     default ranks them); each NOT query's signals per strong γ."""
-    ds = load_dataset(SHARED_DATA / name)
-    ids, docs, passages = load_corpus(dsn, f"eval_{name}")
-    derived = derive_queries(ds, per_template=PER_TEMPLATE)
-    trees = [with_and_texts(q.tree, DEFAULT_AND_TEXT, 1) for q in derived.queries]
-    texts = sorted({t for tr in trees for t in terms(tr)} | {q.text for q in derived.queries})
-    vecs = {t: np.asarray(v, dtype=np.float32)
-            for t, v in zip(texts, get_query_embedder(DEFAULT_MODEL).embed(texts), strict=True)}  # fmt: skip
-    pm = np.concatenate(passages)
-    starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
+    ex = load_exact(dsn, name)
+    derived, ids, docs, vecs = ex.derived, ex.ids, ex.docs, ex.vecs
     gammas = (BASE, *STRONG)
     runs: dict[str, dict[str, list[str]]] = {run_label(g): {} for g in gammas}
     runs["dense"] = {}
     signals: dict[str, dict[str, dict[str, float]]] = {}
-    for q, tree in zip(derived.queries, trees, strict=True):
-        sims = similarities(q.tree, tree, vecs, docs, pm, starts)
+    for q, tree in zip(derived.queries, ex.trees, strict=True):
+        sims = ex.similarities(q.tree, tree)
         negated = negated_only_terms(q.tree)
         dense = docs @ vecs[q.text]
         runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ from pglogic.engine.conjunction import DEFAULT_AND_TEXT, own_weights, with_and_t
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, with_context
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.data import load_dataset
-from pglogic.eval.derive import derive_queries
+from pglogic.eval.derive import Derived, derive_queries
 from pglogic.eval.metrics import paired_test
 from pglogic.query import Node, negated_only_terms, terms
 
@@ -115,31 +116,44 @@ def _signals(neg: np.ndarray, pos: np.ndarray, cosine: float) -> dict[str, float
     }
 
 
-def similarities(
-    query: Node,
-    tree: Node,
-    vecs: dict[str, np.ndarray],
-    docs: np.ndarray,
-    pm: np.ndarray,
-    starts: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """Every scored text's similarity to every document as the default engine takes it: the
-    ``query``'s negated terms without :data:`DEFAULT_NOT_CONTEXT` of their AND's positive span,
-    each text's passage score of ``blend-not-or`` (``tree``: ``query`` with its AND texts;
-    ``pm``: every passage vector, ``starts``: each document's first passage)."""
-    scored = terms(tree)
-    projected = with_context(query, {t: vecs[t] for t in scored}, DEFAULT_NOT_CONTEXT)
-    weights = dict(zip(scored, own_weights(query, scored, "blend-not-or"), strict=True))
-    sims = {}
-    for t in scored:
-        v = per_document(docs @ projected[t], pm @ projected[t], starts)
-        sims[t] = weights[t] * v["documents"] + (1 - weights[t]) * v["max"]
-    return sims
+@dataclass(frozen=True)
+class Exact:
+    """A corpus loaded for exact scoring at the default engine: its derived queries (``trees``:
+    each with its AND texts at the default's weights), the documents' external ids and own
+    vectors, every passage vector (``pm``; ``starts``: each document's first) and every text's
+    query vector (the terms, the AND texts and each question)."""
+
+    derived: Derived
+    trees: list[Node]
+    ids: list[str]
+    docs: np.ndarray
+    pm: np.ndarray
+    starts: np.ndarray
+    vecs: dict[str, np.ndarray]
+
+    def similarities(self, query: Node, tree: Node) -> dict[str, np.ndarray]:
+        """Every scored text's similarity to every document as the default engine takes it:
+        the ``query``'s negated terms without :data:`DEFAULT_NOT_CONTEXT` of their AND's
+        positive span, each text's passage score of ``blend-not-or`` (``tree``: ``query`` with
+        its AND texts)."""
+        scored = terms(tree)
+        projected = with_context(query, {t: self.vecs[t] for t in scored}, DEFAULT_NOT_CONTEXT)
+        weights = dict(zip(scored, own_weights(query, scored, "blend-not-or"), strict=True))
+        sims = {}
+        for t in scored:
+            v = per_document(self.docs @ projected[t], self.pm @ projected[t], self.starts)
+            sims[t] = weights[t] * v["documents"] + (1 - weights[t]) * v["max"]
+        return sims
 
 
-def run_dataset(dsn: str, name: str) -> dict[str, Any]:
-    """Per-query nDCG@10 / NegRecall@10 at each γ (all derived queries; the others score as
-    the default) and dense retrieval's; each NOT query's signals."""
+def load_exact(dsn: str, name: str) -> Exact:
+    """Load ``eval_<name>`` of ``dsn`` and its derived queries (:data:`PER_TEMPLATE` per
+    template) for exact scoring.
+
+    Example:
+        >>> load_exact(DSN, "arxiv_0704").docs.shape  # doctest: +SKIP
+        (2000, 384)
+    """
     ds = load_dataset(SHARED_DATA / name)
     ids, docs, passages = load_corpus(dsn, f"eval_{name}")
     derived = derive_queries(ds, per_template=PER_TEMPLATE)
@@ -149,12 +163,20 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
             for t, v in zip(texts, get_query_embedder(DEFAULT_MODEL).embed(texts), strict=True)}  # fmt: skip
     pm = np.concatenate(passages)
     starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
+    return Exact(derived, trees, ids, docs, pm, starts, vecs)
+
+
+def run_dataset(dsn: str, name: str) -> dict[str, Any]:
+    """Per-query nDCG@10 / NegRecall@10 at each γ (all derived queries; the others score as
+    the default) and dense retrieval's; each NOT query's signals."""
+    ex = load_exact(dsn, name)
+    derived, trees, ids, docs, vecs = ex.derived, ex.trees, ex.ids, ex.docs, ex.vecs
     runs: dict[str, dict[str, list[str]]] = {f"γ {g:g}": {} for g in [*GAMMAS, *RULE_GAMMAS]}
     runs["dense"] = {}
     runs.update({r: {} for r in RULES})
     signals: dict[str, dict[str, float]] = {}
     for q, tree in zip(derived.queries, trees, strict=True):
-        sims = similarities(q.tree, tree, vecs, docs, pm, starts)
+        sims = ex.similarities(q.tree, tree)
         negated = negated_only_terms(q.tree)
         for g in sorted({*GAMMAS, *RULE_GAMMAS}) if negated else (DEFAULT_GAMMA,):
             s = evaluate_numpy(tree, sims, f"and=product,or=max,not=complement^{g:g}")
