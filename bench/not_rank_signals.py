@@ -23,7 +23,7 @@ families against the methods measured through the index (``not_projection.family
 the rule chosen leaving one corpus out (``frontier.objective``: J, NOT queries may lose at most
 0.01 nDCG@10 against the default).
 
-    .venv/bin/python bench/not_rank_signals.py --dsn DSN [--only CORPUS]   # ~12 min, 2 cores
+    .venv/bin/python bench/not_rank_signals.py --dsn DSN [--only CORPUS]   # ~8 min, 1 core
     .venv/bin/python bench/not_rank_signals.py --render [--conclusions FILE]
 
 ``DSN``: the database holding the corpora ``eval_<dataset>`` with passages (as for
