@@ -32,7 +32,6 @@ the rule chosen leaving one corpus out (``frontier.objective``: J, NOT queries m
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,9 +42,9 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import datasets_main, md_table
 from family_losses import mean_of, scored_runs
-from frontier import REAL, objective
+from frontier import REAL
 from not_projection import NOT_FAMILIES, PAPERS, family_tests, index_runs, losses
-from not_signals import PER_TEMPLATE, load_exact
+from not_signals import PER_TEMPLATE, leave_one_out, load_exact
 
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.operators import evaluate_numpy
@@ -279,26 +278,14 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     and without the family rule of ``not_projection.md``; the learned choice per held-out
     corpus (it is fitted on the other two; the per-query data it needs are then dropped)."""
     by = {a["dataset"]: a for a in data["analysis"]}
-    names = [m for m in by[REAL[0]]["rows"] if not m.startswith("oracle")]
     base = f"uniform {run_label(BASE)}"
-
-    def j(m: str, corpora: list[str], families: bool) -> float:
-        if families and any(_losses(by[n], m) for n in corpora):
-            return -math.inf
-        dense = {n: {"negrecall": by[n]["rows"][m]["negrecall"] / by[n]["rows"][m]["nr_ratio"]}
-                 for n in corpora}  # fmt: skip
-        old = {n: by[n]["rows"][base] for n in corpora}
-        return objective({n: by[n]["rows"][m] for n in corpora}, dense, old)
-
-    out: dict[str, Any] = {}
-    for rule, families in (("J", False), ("J, no NOT family below a paper's method", True)):
-        loco = {}
-        for held in REAL:
-            tune = [n for n in REAL if n != held]
-            best = max(names, key=lambda m: j(m, tune, families))
-            loco[held] = {"chosen": best, "held_out": _brief(by[held]["rows"][best]),
-                          "losses_there": _losses(by[held], best)}  # fmt: skip
-        out[rule] = {"loco": loco, "on_all": max(names, key=lambda m: j(m, list(REAL), families))}
+    out = leave_one_out(
+        [m for m in by[REAL[0]]["rows"] if not m.startswith("oracle")],
+        lambda n, m: _brief(by[n]["rows"][m]),
+        lambda n, m: _losses(by[n], m),
+        lambda n: {"negrecall": by[n]["rows"][base]["negrecall"] / by[n]["rows"][base]["nr_ratio"]},
+        base,
+    )
     if all("data" in a for a in data["analysis"]):
         raw = [a.pop("data") | {"dataset": a["dataset"]} for a in data["analysis"]]
         out["learned"] = {}

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,31 +277,59 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
             "correlation": rho, "rows": rows, "families": families}  # fmt: skip
 
 
+#: The two selection rules of :func:`leave_one_out`: J alone, and J among the candidates with no
+#: NOT family significantly below a paper's method on a tuning corpus.
+SELECTION = (("J", False), ("J, no NOT family below a paper's method", True))
+
+
+def leave_one_out(
+    names: list[str],
+    rows: Callable[[str, str], dict[str, float]],
+    below: Callable[[str, str], list[str]],
+    dense: Callable[[str], dict[str, float]],
+    base: str,
+) -> dict[str, Any]:
+    """For each rule of :data:`SELECTION`: the candidate of ``names`` chosen on each pair of
+    real corpora by ``frontier.objective`` (against ``base``, the default), and on all three.
+    ``rows(corpus, name)``: its NOT nDCG@10, all-query nDCG@10 and NegRecall@10;
+    ``below(corpus, name)``: its NOT families below a paper's method; ``dense(corpus)``:
+    dense retrieval's NegRecall@10.
+
+    Example:
+        >>> leave_one_out(["a", "b"], rows, below, dense, "a")["J"]["on_all"]  # doctest: +SKIP
+        'b'
+    """
+
+    def j(m: str, corpora: list[str], families: bool) -> float:
+        if families and any(below(n, m) for n in corpora):
+            return -math.inf
+        old = {n: rows(n, base) for n in corpora}
+        return objective({n: rows(n, m) for n in corpora}, {n: dense(n) for n in corpora}, old)
+
+    out: dict[str, Any] = {}
+    for rule, families in SELECTION:
+        loco = {}
+        for held in REAL:
+            tune = [n for n in REAL if n != held]
+            best = max(names, key=lambda m: j(m, tune, families))
+            loco[held] = {"chosen": best, "held_out": rows(held, best),
+                          "losses_there": below(held, best)}  # fmt: skip
+        out[rule] = {"loco": loco, "on_all": max(names, key=lambda m: j(m, list(REAL), families))}
+    return out
+
+
 def choose(data: dict[str, Any]) -> dict[str, Any]:
     """Leave one corpus out with ``frontier.objective`` among what one query can apply alone:
     the uniform γs and the absolute rules (a switch by quantile needs the other queries)."""
     by = {a["dataset"]: a for a in data["analysis"]}
     names = [m for m in by[REAL[0]]["rows"] if m.startswith("uniform") or m in RULES]
-    base = f"uniform γ {DEFAULT_GAMMA:g}"
-    dense = {n: by[n]["dense"] for n in REAL}
-
-    def j(m: str, corpora: list[str], families: bool) -> float:
-        if families and any(losses(by[n], m, PAPERS) for n in corpora):
-            return -math.inf
-        old = {n: by[n]["rows"][base] for n in corpora}
-        return objective({n: by[n]["rows"][m] for n in corpora}, dense, old)
-
-    out: dict[str, Any] = {}
-    for rule, families in (("J", False), ("J, no NOT family below a paper's method", True)):
-        loco = {}
-        for held in REAL:
-            tune = [n for n in REAL if n != held]
-            best = max(names, key=lambda m: j(m, tune, families))
-            loco[held] = {"chosen": best, "held_out": by[held]["rows"][best],
-                          "losses_there": losses(by[held], best, PAPERS)}  # fmt: skip
-        every = max(names, key=lambda m: j(m, list(REAL), families))
-        out[rule] = {"loco": loco, "on_all": every}
-    return out
+    return leave_one_out(
+        names,
+        lambda n, m: by[n]["rows"][m],
+        lambda n, m: losses(by[n], m, PAPERS),
+        lambda n: by[n]["dense"],
+        f"uniform γ {DEFAULT_GAMMA:g}",
+    )
 
 
 def to_markdown(data: dict[str, Any]) -> str:
