@@ -44,7 +44,7 @@ from benchlib import datasets_main, md_table
 from family_losses import mean_of, scored_runs
 from frontier import REAL
 from not_projection import NOT_FAMILIES, PAPERS, family_tests, index_runs, losses
-from not_signals import PER_TEMPLATE, leave_one_out, load_exact
+from not_signals import PER_TEMPLATE, leave_one_out, load_exact, positive_part
 
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.operators import evaluate_numpy
@@ -114,8 +114,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
             runs[run_label(g)][q.id] = [ids[j] for j in tops.get(g, tops[BASE])]
         if not negated:
             continue
-        off = {t: (np.zeros_like(v) if t in negated else v) for t, v in sims.items()}
-        pos = evaluate_numpy(tree, off, "and=product,or=max,not=complement^1")
+        pos = positive_part(tree, sims, negated)
         pool = np.argsort(-pos, kind="stable")[:POOL]
         base = tops[BASE][:TOP]
         sig: dict[str, dict[str, float]] = {}
@@ -174,11 +173,10 @@ def _gain(per: dict[str, dict[str, dict[str, float]]], run: str, qids: list[str]
     return np.array([value(per[run][q]) - value(base[q]) for q in qids])
 
 
-def learned(data: list[dict[str, Any]], held: str) -> dict[str, str]:
+def learned(by: dict[str, dict[str, Any]], held: str) -> dict[str, str]:
     """The learned choice on ``held``: per strong γ, a ridge regression of the gain on the
     signals (standardised), fitted on the other real corpora; the γ of the highest predicted
-    gain where it is positive."""
-    by = {d["dataset"]: d for d in data}
+    gain where it is positive (``by``: each corpus's per-query data)."""
     xs: list[np.ndarray] = []
     ys: dict[float, list[np.ndarray]] = {g: [] for g in STRONG}
     for n in REAL:
@@ -210,20 +208,26 @@ def oracle(d: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _row(d: dict[str, Any], choice: dict[str, str]) -> dict[str, Any]:
+def _row(
+    d: dict[str, Any], choice: dict[str, str], idx: dict[str, dict[str, float]]
+) -> dict[str, Any]:
     """All-query nDCG@10, NOT queries' nDCG@10 (Δ and Wilcoxon p against the default) and
     NegRecall@10 ÷ dense's when each NOT query is ranked by ``choice``; its NOT families
-    against the methods through the index."""
+    against the methods through the index (``idx``: ``not_projection.index_runs``)."""
     per, nots = d["per"], d["with_not"]
     base = run_label(BASE)
     mixed = {q: per[choice.get(q, base)][q] for q in d["family"]}
     test = paired_test({q: per[base][q]["ndcg"] for q in nots}, {q: mixed[q]["ndcg"] for q in nots})
-    dense_nr = mean_of(per["dense"], nots, "negrecall")
+    negrecall = mean_of(mixed, nots, "negrecall")
     return {"ndcg": mean_of(mixed, list(mixed), "ndcg"), "not_ndcg": mean_of(mixed, nots, "ndcg"),
-            "negrecall": mean_of(mixed, nots, "negrecall"),
-            "nr_ratio": mean_of(mixed, nots, "negrecall") / dense_nr,
+            "negrecall": negrecall, "nr_ratio": negrecall / _dense(d)["negrecall"],
             "delta": test.delta, "p": test.p_value,
-            "families": family_tests(d["family"], mixed, index_runs(d["dataset"]))}  # fmt: skip
+            "families": family_tests(d["family"], mixed, idx)}  # fmt: skip
+
+
+def _dense(d: dict[str, Any]) -> dict[str, float]:
+    """Dense retrieval's NegRecall@10 over the NOT queries."""
+    return {"negrecall": mean_of(d["per"]["dense"], d["with_not"], "negrecall")}
 
 
 def analyse(d: dict[str, Any]) -> dict[str, Any]:
@@ -241,12 +245,14 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
         v = np.array([_signal(sig[q], s) for q in qids])
         rho[s] = {"mean": float(v.mean()), "ndcg": float(spearmanr(v, dn).statistic),
                   "negrecall": float(spearmanr(v[traps], dr[traps]).statistic)}  # fmt: skip
-    rows = {f"uniform {run_label(g)}": _row(d, {q: run_label(g) for q in qids})
+    idx = index_runs(d["dataset"])
+    rows = {f"uniform {run_label(g)}": _row(d, {q: run_label(g) for q in qids}, idx)
             for g in (BASE, *STRONG)}  # fmt: skip
     for signal, gammas, taus in RULE_SETS:
         for tau in taus:
-            rows[rule_label(signal, gammas, tau)] = _row(d, rule_choice(sig, signal, gammas, tau))
-    rows["oracle (labels)"] = _row(d, oracle(d))
+            choice = rule_choice(sig, signal, gammas, tau)
+            rows[rule_label(signal, gammas, tau)] = _row(d, choice, idx)
+    rows["oracle (labels)"] = _row(d, oracle(d), idx)
     nots = d["with_not"]
     base = per[run_label(BASE)]
     nr = {q: base[q]["negrecall"] for q in nots if base[q]["negrecall"] == base[q]["negrecall"]}
@@ -257,8 +263,8 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
                "one trap": sum(d["traps"][q] == 1 for q in nr),
                "share from one-trap queries": one / total if total else 0.0,
                "share γ 10 keeps": kept / total if total else 0.0}  # fmt: skip
-    return {"dataset": d["dataset"], "not_queries": len(qids), "correlation": rho,
-            "rows": rows, "sources": sources,
+    return {"dataset": d["dataset"], "not_queries": len(qids), "dense": _dense(d),
+            "correlation": rho, "rows": rows, "sources": sources,
             "data": _kept(d)}  # fmt: skip
 
 
@@ -278,19 +284,18 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     and without the family rule of ``not_projection.md``; the learned choice per held-out
     corpus (it is fitted on the other two; the per-query data it needs are then dropped)."""
     by = {a["dataset"]: a for a in data["analysis"]}
-    base = f"uniform {run_label(BASE)}"
     out = leave_one_out(
         [m for m in by[REAL[0]]["rows"] if not m.startswith("oracle")],
         lambda n, m: _brief(by[n]["rows"][m]),
         lambda n, m: _losses(by[n], m),
-        lambda n: {"negrecall": by[n]["rows"][base]["negrecall"] / by[n]["rows"][base]["nr_ratio"]},
-        base,
+        lambda n: by[n]["dense"],
+        f"uniform {run_label(BASE)}",
     )
-    if all("data" in a for a in data["analysis"]):
-        raw = [a.pop("data") | {"dataset": a["dataset"]} for a in data["analysis"]]
+    if all("data" in a for a in by.values()):
+        raw = {n: a.pop("data") | {"dataset": n} for n, a in by.items()}
         out["learned"] = {}
         for held in REAL:
-            r = _row(raw[[a["dataset"] for a in raw].index(held)], learned(raw, held))
+            r = _row(raw[held], learned(raw, held), index_runs(held))
             out["learned"][held] = _brief(r) | {"losses_there": _fam_losses(r)}
     else:  # --render: the per-query data were dropped once the learned choice was made
         out["learned"] = data["choice"]["learned"]
@@ -363,14 +368,11 @@ def to_markdown(data: dict[str, Any]) -> str:
             )
         rows.append([m, *cells])
     lines += [md_table(["NOT", *(a["dataset"] for a in an)], rows), ""]
-    fams = [" / ".join(f"{a['rows'][m]['families'][f]['ndcg']:.3f}" for f in NOT_FAMILIES)
-            for a in an for m in (f"uniform {run_label(BASE)}",)]  # fmt: skip
-    lines += [
-        f"The default's {' / '.join(NOT_FAMILIES)}: "
-        + "; ".join(f"{a['dataset']} {f}" for a, f in zip(an, fams, strict=True))
-        + ".",
-        "",
-    ]
+    base = f"uniform {run_label(BASE)}"
+    fams = "; ".join(
+        a["dataset"] + " " + " / ".join(f"{a['rows'][base]['families'][f]['ndcg']:.3f}"
+                                        for f in NOT_FAMILIES) for a in an)  # fmt: skip
+    lines += [f"The default's {' / '.join(NOT_FAMILIES)}: {fams}.", ""]
     lines += ["## Leave one corpus out", "",
               "`frontier.objective`'s rule (J = mean nDCG@10 over all queries − 0.25 × the mean "
               "excess of NegRecall@10 / dense over 0.2; NOT queries may lose at most 0.01 "

@@ -147,6 +147,18 @@ class Exact:
         return sims
 
 
+def positive_part(tree: Node, sims: dict[str, np.ndarray], negated: list[str]) -> np.ndarray:
+    """Every document's score of the formula's positive part: each of the ``negated`` terms
+    taken as true (similarity 0 under its NOT). The *pool* is its top :data:`POOL`.
+
+    Example:
+        >>> positive_part(tree, sims, negated_only_terms(query)).shape  # doctest: +SKIP
+        (2000,)
+    """
+    off = {t: (np.zeros_like(v) if t in negated else v) for t, v in sims.items()}
+    return evaluate_numpy(tree, off, "and=product,or=max,not=complement^1")
+
+
 def load_exact(dsn: str, name: str) -> Exact:
     """Load ``eval_<name>`` of ``dsn`` and its derived queries (:data:`PER_TEMPLATE` per
     template) for exact scoring.
@@ -189,9 +201,8 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
                 runs[r][q.id] = runs[f"γ {DEFAULT_GAMMA:g}"][q.id]
         dense = docs @ vecs[q.text]
         runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
-        if negated:  # the positive part: every negated term true (similarity 0)
-            off = {t: (np.zeros_like(v) if t in negated else v) for t, v in sims.items()}
-            pos = evaluate_numpy(tree, off, "and=product,or=max,not=complement^1")
+        if negated:
+            pos = positive_part(tree, sims, negated)
             pool = np.argsort(-pos, kind="stable")[:POOL]
             neg = np.max([np.clip(sims[t], 0.0, 1.0) for t in negated], axis=0)[pool]
             positive = [t for t in terms(q.tree) if t not in negated]
