@@ -28,7 +28,7 @@ its label over every document, the term's own vector against the documents' own 
 *traps vs relevant*: per NOT query, its negated similarity as the engine takes it for its traps
 against its relevant documents).
 
-    .venv/bin/python bench/not_separation.py --dsn DSN [--only CORPUS]   # ~25 min, 2 cores
+    .venv/bin/python bench/not_separation.py --dsn DSN [--only CORPUS]   # ~90 min, 2 cores
     .venv/bin/python bench/not_separation.py --render    # the Markdown from the JSON
 
 ``DSN``: the database holding the corpora ``eval_<dataset>`` with passages (as for
