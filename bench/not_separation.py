@@ -203,7 +203,8 @@ def adaptation(ex: Exact, name: str) -> dict[str, dict[str, float]]:
     from pglogic.embed.st import resolve_model_path
 
     ids, titles, texts = _texts(name)
-    order = [ids.index(i) for i in ex.ids]
+    position = {d: i for i, d in enumerate(ids)}
+    order = [position[d] for d in ex.ids]
     negs = sorted({t for q in ex.derived.queries for t in negated_only_terms(q.tree)})
     where = {d: i for i, d in enumerate(ex.ids)}
     label_docs = load_dataset(SHARED_DATA / name).label_docs()
