@@ -57,6 +57,7 @@ from not_signals import DEFAULT_GAMMA, PER_TEMPLATE, POOL, Exact, load_exact, po
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.operators import evaluate_numpy
 from pglogic.eval.data import load_dataset
+from pglogic.eval.derive import EvalQuery
 from pglogic.eval.metrics import paired_test
 from pglogic.query import negated_only_terms
 
@@ -105,7 +106,7 @@ def _moved(ex: Exact, top: int) -> Exact:
                    vecs={t: move(v) for t, v in ex.vecs.items()})  # fmt: skip
 
 
-def _within(q: Any, sims: dict[str, np.ndarray], where: dict[str, int]) -> float | None:
+def _within(q: EvalQuery, sims: dict[str, np.ndarray], where: dict[str, int]) -> float | None:
     """The AUC of a NOT query's negated similarity (the largest, with several) for its traps
     against its relevant documents; None without both."""
     rel = [where[d] for d in q.relevant if d in where]
@@ -134,10 +135,10 @@ def _overall(
     return float(np.mean(out))
 
 
-def scoring(ex: Exact, name: str) -> dict[str, Any]:
+def scoring(ex: Exact, name: str, label_docs: dict[str, frozenset[str]]) -> dict[str, Any]:
     """The spaces and the in-pool feedback on the default engine (``ex``: the corpus ``name``
-    loaded): per-query nDCG@10 and NegRecall@10 of every variant and of dense retrieval, and
-    each variant's AUCs (*all* only for the spaces and the default: in-pool feedback has no
+    loaded, ``label_docs``: its documents per label): per-query nDCG@10 and NegRecall@10 of
+    every variant and of dense retrieval, and each variant's AUCs (*all* only for the spaces and the default: in-pool feedback has no
     similarity outside its query)."""
     moved = {s: _moved(ex, top) for s, top in SPACES.items()}
     labels = [DEFAULT, *(f"{s}, {scope}" for s in SPACES for scope in ("negated terms",
@@ -174,10 +175,11 @@ def scoring(ex: Exact, name: str) -> dict[str, Any]:
         dense = ex.docs @ ex.vecs[q.text]
         runs["dense"][q.id] = [ex.ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
     out = scored_runs(name, ex.derived.queries, runs)
-    label_docs = load_dataset(SHARED_DATA / name).label_docs()
-    overall = {DEFAULT: _overall(ex, ex.docs, ex.vecs, label_docs)} | {
-        f"{s}, {scope}": _overall(e, e.docs, e.vecs, label_docs)
-        for s, e in moved.items() for scope in ("negated terms", "every text")}  # fmt: skip
+    overall = {DEFAULT: _overall(ex, ex.docs, ex.vecs, label_docs)}
+    for s, e in moved.items():  # the term's own vector: the same for both scopes
+        overall[f"{s}, negated terms"] = overall[f"{s}, every text"] = _overall(
+            e, e.docs, e.vecs, label_docs
+        )
     out["separation"] = {m: {"all": overall.get(m), "within": float(np.mean(within[m]))}
                          for m in labels}  # fmt: skip
     return out
@@ -193,7 +195,9 @@ def _texts(name: str) -> tuple[list[str], list[str], list[str]]:
     return ids, titles, texts
 
 
-def adaptation(ex: Exact, name: str) -> dict[str, dict[str, float]]:
+def adaptation(
+    ex: Exact, name: str, label_docs: dict[str, frozenset[str]]
+) -> dict[str, dict[str, float]]:
     """The AUCs of the base model and of each :data:`ADAPT` model trained on the corpus
     (document vectors of the title and text cut at :data:`MAX_TOKENS`)."""
     import torch
@@ -207,7 +211,6 @@ def adaptation(ex: Exact, name: str) -> dict[str, dict[str, float]]:
     order = [position[d] for d in ex.ids]
     negs = sorted({t for q in ex.derived.queries for t in negated_only_terms(q.tree)})
     where = {d: i for i, d in enumerate(ex.ids)}
-    label_docs = load_dataset(SHARED_DATA / name).label_docs()
     pick = np.random.default_rng(0).permutation(len(texts))[:TRAIN_DOCS]
     out = {}
     for label in ["base model", *ADAPT]:
@@ -261,7 +264,8 @@ def analyse(d: dict[str, Any], adapted: dict[str, dict[str, float]]) -> dict[str
 def measure(dsn: str, name: str) -> dict[str, Any]:
     """One corpus: :func:`scoring`, then :func:`adaptation`."""
     ex = load_exact(dsn, name)
-    return analyse(scoring(ex, name), adaptation(ex, name))
+    label_docs = load_dataset(SHARED_DATA / name).label_docs()
+    return analyse(scoring(ex, name, label_docs), adaptation(ex, name, label_docs))
 
 
 def choose(data: dict[str, Any]) -> dict[str, Any]:
