@@ -138,8 +138,8 @@ def _overall(
 def scoring(ex: Exact, name: str, label_docs: dict[str, frozenset[str]]) -> dict[str, Any]:
     """The spaces and the in-pool feedback on the default engine (``ex``: the corpus ``name``
     loaded, ``label_docs``: its documents per label): per-query nDCG@10 and NegRecall@10 of
-    every variant and of dense retrieval, and each variant's AUCs (*all* only for the spaces and the default: in-pool feedback has no
-    similarity outside its query)."""
+    every variant and of dense retrieval, and each variant's AUCs (*all* only for the spaces
+    and the default: in-pool feedback has no similarity outside its query)."""
     moved = {s: _moved(ex, top) for s, top in SPACES.items()}
     labels = [DEFAULT, *(f"{s}, {scope}" for s in SPACES for scope in ("negated terms",
               "every text")), *(feedback_label(*f) for f in FEEDBACK)]  # fmt: skip
