@@ -173,7 +173,7 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     if "limit_small" in by:
         lim = by["limit_small"]
         for c in out.values():
-            picks = {x["chosen"] for x in c["loco"].values()} | {c["on_all"]}
+            picks = sorted({x["chosen"] for x in c["loco"].values()} | {c["on_all"]})
             c["limit_small"] = {m: {**lim["rows"][m], "losses": losses(lim, m)} for m in picks}
     return out
 
