@@ -48,7 +48,7 @@ from family_losses import mean_of, scored_runs
 from frontier import REAL
 from lexical_quality import match_sets
 from not_projection import NOT_FAMILIES, PAPERS, family_tests, index_runs, losses
-from not_signals import PER_TEMPLATE, leave_one_out, load_exact
+from not_signals import PER_TEMPLATE, leave_one_out, load_exact, loco_lines
 
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
@@ -233,13 +233,7 @@ def to_markdown(data: dict[str, Any]) -> str:
               "variant with a NOT family significantly below a paper's method on a tuning "
               "corpus.", ""]  # fmt: skip
     for rule, c in data["choice"].items():
-        rows = [[held, x["chosen"], f"{x['held_out']['not_ndcg']:.3f}",
-                 f"{x['held_out']['nr_ratio']:.2f}", "; ".join(x["losses_there"]) or "none"]
-                for held, x in c["loco"].items()]  # fmt: skip
-        lines += [f"**{rule}**", "", md_table(["held-out corpus", "chosen on the other two",
-                  "NOT nDCG@10 there", "NegRecall@10 / dense there",
-                  "NOT families below a paper's method there"], rows), "",
-                  f"Chosen on all three: `{c['on_all']}`.", ""]  # fmt: skip
+        lines += loco_lines(rule, c)
         for m, r in c.get("limit_small", {}).items():
             lines += [f"- LIMIT-small, `{m}`: NOT nDCG@10 {r['not_ndcg']:.3f} "
                       f"({r['delta']:+.3f}, p {r['p']:.2g}), NegRecall@10 / dense "

@@ -419,14 +419,25 @@ def to_markdown(data: dict[str, Any]) -> str:
               "rules. The second rule also excludes a candidate with a NOT family significantly "
               "below a paper's method on a tuning corpus (as `not_projection.md`).", ""]  # fmt: skip
     for rule, c in data["choice"].items():
-        rows = [[held, x["chosen"], f"{x['held_out']['not_ndcg']:.3f}",
-                 f"{x['held_out']['nr_ratio']:.2f}", "; ".join(x["losses_there"]) or "none"]
-                for held, x in c["loco"].items()]  # fmt: skip
-        lines += [f"**{rule}**", "", md_table(["held-out corpus", "chosen on the other two",
-                  "NOT nDCG@10 there", "NegRecall@10 / dense there",
-                  "NOT families below a paper's method there"], rows), "",
-                  f"Chosen on all three: `{c['on_all']}`.", ""]  # fmt: skip
+        lines += loco_lines(rule, c)
     return "\n".join(lines)
+
+
+def loco_lines(rule: str, c: dict[str, Any]) -> list[str]:
+    """The Markdown of one rule of :func:`leave_one_out`: the choice per held-out corpus and
+    how it does there, then the choice on all three.
+
+    Example:
+        >>> loco_lines("J", data["choice"]["J"])[0]  # doctest: +SKIP
+        '**J**'
+    """
+    rows = [[held, x["chosen"], f"{x['held_out']['not_ndcg']:.3f}",
+             f"{x['held_out']['nr_ratio']:.2f}", "; ".join(x["losses_there"]) or "none"]
+            for held, x in c["loco"].items()]  # fmt: skip
+    return [f"**{rule}**", "", md_table(["held-out corpus", "chosen on the other two",
+            "NOT nDCG@10 there", "NegRecall@10 / dense there",
+            "NOT families below a paper's method there"], rows), "",
+            f"Chosen on all three: `{c['on_all']}`.", ""]  # fmt: skip
 
 
 def main() -> None:
