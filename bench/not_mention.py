@@ -191,7 +191,8 @@ def to_markdown(data: dict[str, Any]) -> str:
         f"{PER_TEMPLATE} derived queries per template, all-MiniLM-L6-v2. *c, γ*: each negated "
         "term's similarity is max(s, c · [the document's words match the term as a phrase]) "
         "(the corpus's `english` lexical index, the `match:` semantics) under NOT (1 − x)^γ; "
-        f"`{DEFAULT}` is the default. NegRecall@10 / dense: the goal is ≤ 0.20.",
+        f"`{DEFAULT}` is the engine without the floor (the default before migration 0015). "
+        "NegRecall@10 / dense: the goal is ≤ 0.20.",
         "",
     ]
     if data.get("conclusions"):

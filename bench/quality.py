@@ -35,7 +35,7 @@ from benchlib import SHARED_DATA, machine_line, server_dsn
 
 from pglogic import PgLogic
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, OWN_IN_DISJUNCTION
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.eval.data import load_dataset
@@ -352,7 +352,9 @@ def summary_md(rows: list[dict[str, Any]], machine: str) -> str:
         "out in "
         "`bench/results/frontier.md`, with each term negated inside an AND scored against its "
         f"vector without {DEFAULT_NOT_CONTEXT:g} of the span of the AND's positive terms "
-        "(`not_context`, `bench/results/not_projection.md`), on the default layout: passages "
+        "(`not_context`, `bench/results/not_projection.md`) and at least "
+        f"{DEFAULT_NOT_MENTION:g} similar to every document whose words match it as a phrase "
+        "(`not_mention`, `bench/results/not_mention.md`), on the default layout: passages "
         "(`bench/results/passages_quality.md`) with the default passage score "
         f"`{DEFAULT_PASSAGE_SCORE}`, "
         "chosen leaving one corpus out in "

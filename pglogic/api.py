@@ -26,7 +26,7 @@ from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.source import Corpus
@@ -552,6 +552,7 @@ class PgLogic:
         explain_passages: bool = False,
         passage_score: str = DEFAULT_PASSAGE_SCORE,
         not_context: float = DEFAULT_NOT_CONTEXT,
+        not_mention: float = DEFAULT_NOT_MENTION,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
@@ -578,8 +579,10 @@ class PgLogic:
         ``blend`` the mean in every formula); ``explain_passages`` fills ``result.passages``
         with the passage that decided each similarity of each hit. ``not_context`` (fuzzy
         mode, 0 to 1) scores a term negated inside an AND without that much of the AND's
-        positive terms (:mod:`pglogic.engine.negation`; 0: as it is). Safe to call from many
-        threads at once.
+        positive terms (:mod:`pglogic.engine.negation`; 0: as it is). ``not_mention`` (fuzzy
+        mode, 0 to 1, a corpus with a lexical index) makes a negated term's similarity at least
+        that much for the documents that mention it as a phrase (0: the similarity alone).
+        Safe to call from many threads at once.
 
         Example:
             >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
@@ -605,6 +608,7 @@ class PgLogic:
             passages=passages,
             passage_score=passage_score,
             not_context=not_context,
+            not_mention=not_mention,
         )
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)

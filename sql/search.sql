@@ -50,6 +50,11 @@
 -- positive term arguments against its vector without that much of their span
 -- (pglogic._not_contexts, pglogic._projected): normalise(b - not_context * P b); the guide
 -- vector is computed from the vectors so scored.
+-- Since migration 0015, option "not_mention" (0.4, the default; 0 to 1; pglogic.engine.compile.
+-- _mention) makes each negated-only term's similarity at least that much for a document whose
+-- words match the term as a phrase (its lexical index, as match: does; the term's text is the
+-- scored texts' $9[i]), on a corpus with a lexical index; 0 scores the similarity alone: its
+-- column s{i} is GREATEST(the similarity, CASE WHEN the words match THEN not_mention END).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -1354,7 +1359,7 @@ DECLARE
     allowed constant text[] := ARRAY['tree', 'operators', 'truth', 'k', 'exact', 'depth',
                                      'ef_search', 'iterative_scan', 'guide', 'term_scans',
                                      'filters', 'and_text', 'vectors', 'lexical', 'mode',
-                                     'passages', 'passage_score', 'not_context'];
+                                     'passages', 'passage_score', 'not_context', 'not_mention'];
     tsv constant text := '"d"."tsv"';  -- pglogic.engine.compile.LEXICAL_COLUMN
     c record;
     cal record;
@@ -1418,6 +1423,9 @@ DECLARE
     blended boolean[];
     disjunction boolean;  -- (since 0013)
     not_context double precision;  -- (since 0014)
+    not_mention double precision;  -- (since 0015)
+    floored integer[] := '{}';
+    floor_text text;
     contexts jsonb;
     ctx_vectors vector[];
 BEGIN
@@ -1535,6 +1543,20 @@ BEGIN
             '(without its AND''s positive terms)', pglogic._show(opts -> 'not_context')
             USING ERRCODE = '22023';
     END IF;
+    -- since migration 0015: a negated term's similarity is at least not_mention where the
+    -- document's words match it as a phrase (pglogic.engine.negation.DEFAULT_NOT_MENTION)
+    IF jsonb_typeof(opts -> 'not_mention') NOT IN ('number', 'null') THEN
+        RAISE EXCEPTION 'Invalid not_mention=%: a number from 0 (the similarity alone) to 1 (a '
+            'mention makes the negated term fully true)', pglogic._show(opts -> 'not_mention')
+            USING ERRCODE = '22023';
+    END IF;
+    not_mention := coalesce((nullif(opts -> 'not_mention', 'null') #>> '{}')::double precision,
+                            0.4);
+    IF NOT not_mention BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'Invalid not_mention=%: a number from 0 (the similarity alone) to 1 (a '
+            'mention makes the negated term fully true)', pglogic._show(opts -> 'not_mention')
+            USING ERRCODE = '22023';
+    END IF;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
     ef := pglogic._int_option(opts, 'ef_search', NULL);
@@ -1642,11 +1664,27 @@ BEGIN
         END IF;
     END IF;
 
+    -- since 0015 each negated-only term's similarity is at least not_mention where the
+    -- document's words match it as a phrase, on a corpus with a lexical index
+    -- (pglogic.engine.compile._floored; the term's text is the scored texts' $9[i])
+    IF not_mention > 0 AND c.lexical_config IS NOT NULL THEN
+        floored := ARRAY(SELECT n FROM generate_series(1, n_terms) AS n
+                         WHERE NOT (collected -> (n - 1) ->> 'positive')::boolean ORDER BY n);
+        IF cardinality(floored) > 0 THEN
+            text_config := c.lexical_config;
+            floor_text := pglogic._float_text(not_mention);
+        END IF;
+    END IF;
     -- pglogic.engine.compile: the shared parts: each text's similarity s{i}, then (since 0007)
     -- each lexical term's truth l{j} (pglogic.engine.compile._lexical_truth)
     sim_items := ARRAY(SELECT format(
-                           'coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0) AS %s',
-                           emb, n, c.dim, pglogic._qi('s' || (n - 1)))
+                           CASE WHEN n = ANY (floored)
+                                THEN 'GREATEST(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
+                                     ' ''NaN''), 0), CASE WHEN %5$s @@ phraseto_tsquery($7::regconfig,'
+                                     ' $9[%2$s]) THEN %6$s END) AS %4$s'
+                                ELSE 'coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)), ''NaN''),'
+                                     ' 0) AS %4$s' END,
+                           emb, n, c.dim, pglogic._qi('s' || (n - 1)), tsv, floor_text)
                        FROM generate_series(1, n_texts) AS n ORDER BY n);
     sim_names := ARRAY(SELECT 's' || (n - 1) FROM generate_series(1, n_texts) AS n ORDER BY n);
     FOR j IN 1 .. cardinality(lexical) LOOP
@@ -1701,8 +1739,13 @@ BEGIN
                                  ELSE terms[n] = ANY (candidate_terms) END))
             FROM generate_series(1, n_texts) AS n ORDER BY n);
         psims := 'SELECT "d"."id", ' || replace(array_to_string(ARRAY(
-            SELECT format('max(coalesce(nullif(1 - (%s <=> $1[%s]::vector(%s)), ''NaN''), 0)) AS %s',
-                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)))
+            SELECT format(CASE WHEN n = ANY (floored)  -- (since 0015; never blended: negated)
+                               THEN 'GREATEST(max(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
+                                    ' ''NaN''), 0)), CASE WHEN %5$s @@ phraseto_tsquery($7::regconfig,'
+                                    ' $9[%2$s]) THEN %6$s END) AS %4$s'
+                               ELSE 'max(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
+                                    ' ''NaN''), 0)) AS %4$s' END,
+                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)), tsv, floor_text)
             FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', '), '%', '%%')
             || ' FROM %s GROUP BY "d"."id"';
         IF true = ANY (blended) THEN

@@ -715,7 +715,8 @@ def test_sql_scores_equal_numpy(
     engine_conn: psycopg.Connection[Any], reuters: RealCorpus, family: OperatorFamily, truth: str
 ) -> None:
     for query in PARITY_QUERIES:
-        opts = SearchOptions(k=N_REAL, operators=family, truth=truth, exact=True)
+        # (the operators alone: the mention floor is tests/test_lexical.py's)
+        opts = SearchOptions(k=N_REAL, operators=family, truth=truth, exact=True, not_mention=0)
         # the score's tree: each AND's own text joins it (pglogic.engine.conjunction)
         tree = with_and_texts(parse(query), opts.and_text)
         hits = run_real(engine_conn, reuters, query, opts)
@@ -1562,7 +1563,15 @@ def test_cli_compile_prints_settings_and_statement() -> None:
         "v0": "<embedding of 'a'>",
         "v1": "<embedding of 'b' without 0.5 of the span of 'a': pglogic.engine.negation.projected>",
         "vg": "<guide vector: pglogic.engine.guide.guide_vector of the term embeddings>",
+        # the negated term's text, for its mention floor (not_mention, the corpus's lexical index)
+        "lcfg": "english",
+        "t1": "b",
     }
+    assert 'phraseto_tsquery(%(lcfg)s::regconfig, %(t1)s) THEN 0.4 END) AS "s1"' in (proc.stdout)
+    plain = run_cli("compile", '"a" AND NOT "b"', "--not-mention", "0", env=CLI_ENV)
+    assert (
+        plain.returncode == 0 and "t1" not in plain.stdout and "THEN 0.4 END)" not in plain.stdout
+    )
     unguided = run_cli("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)
     assert unguided.returncode == 0, unguided.stderr
     assert unguided.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 100;"

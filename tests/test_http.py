@@ -156,12 +156,25 @@ def test_not_context_reaches_the_engine(api_client: TestClient, direct: PgLogic)
     with 0; each as the Python API ranks."""
     sims = {}
     for lam in (0.5, 0.0):
-        body = search(api_client, k=7, not_context=lam).json()
-        want = direct.search("news", QUERY, k=7, not_context=lam)
+        # (not_mention 0: a story that says "wheat" would show the floor under both)
+        body = search(api_client, k=7, not_context=lam, not_mention=0).json()
+        want = direct.search("news", QUERY, k=7, not_context=lam, not_mention=0)
         assert [h["id"] for h in body["hits"]] == [h.external_id for h in want.hits]
         sims[lam] = {h["id"]: h["similarities"]["wheat"] for h in body["hits"]}
     common = set(sims[0.5]) & set(sims[0.0])
     assert common and all(sims[0.5][d] != pytest.approx(sims[0.0][d]) for d in common)
+
+
+def test_not_mention_reaches_the_engine(api_client: TestClient, direct: PgLogic) -> None:
+    """``"grain" AND NOT "wheat"``: a story that says "wheat" is at least 0.4 like it by default,
+    not with 0; each as the Python API ranks."""
+    for floor in (0.4, 0.0):
+        body = search(api_client, k=7, not_mention=floor).json()
+        want = direct.search("news", QUERY, k=7, not_mention=floor)
+        assert [h["id"] for h in body["hits"]] == [h.external_id for h in want.hits]
+        assert [h["score"] for h in body["hits"]] == pytest.approx([h.score for h in want.hits])
+    bad = api_client.post("/v1/search", json={"corpus": "news", "query": QUERY, "not_mention": 2})
+    assert bad.status_code == 422
 
 
 def test_explain_with_the_and_texts_and_two_nots(api_client: TestClient) -> None:
@@ -271,7 +284,9 @@ def test_compile_without_and_with_a_corpus(api_client: TestClient) -> None:
     assert sql["parameters"]["vg"] == "<guide vector of the term embeddings>"
     body = api_client.post("/v1/compile", json={"query": QUERY, "corpus": "news",
                                                 "style": "numbered", "passages": False}).json()  # fmt: skip
-    assert body["sql"]["order"][:3] == ["v0", "v1", "vg"] and "_passages" not in body["sql"]["text"]
+    # (then the mention floor's configuration and text: not_mention)
+    assert body["sql"]["order"][:4] == ["v0", "v1", "lcfg", "t1"]
+    assert "vg" in body["sql"]["order"] and "_passages" not in body["sql"]["text"]
     plain = api_client.post("/v1/compile", json={"query": "just words"}).json()
     assert plain["logical"] is False and plain["query"] == "just words"
     error(api_client.post("/v1/compile", json={"query": QUERY, "corpus": "nope"}), 404,

@@ -81,12 +81,15 @@ def test_explain_names_the_deciding_passage_of_each_text(
     client: TestClient, direct: PgLogic
 ) -> None:
     # (max: every similarity is its deciding passage's; the default blends the positive ones)
-    body = search(client, explain=True, passage_score="max").json()
+    # (not_mention 0: every similarity is its passage's, none is floored by a mention)
+    body = search(client, explain=True, passage_score="max", not_mention=0).json()
     ids = [h["id"] for h in body["hits"]]
     # the long story's wheat paragraph is past the model's window: its last passage has it
     assert ids.index("long-wheat") > ids.index("rates-1")
     assert ids.index("long-wheat") > ids.index("rates-2")
-    want = direct.search("news", QUERY, k=5, explain_passages=True, passage_score="max")
+    want = direct.search(
+        "news", QUERY, k=5, explain_passages=True, passage_score="max", not_mention=0
+    )
     assert ids == [h.external_id for h in want.hits]
     for hit, py in zip(body["hits"], want.hits, strict=True):
         passages = hit["explain"]["passages"]
@@ -107,7 +110,7 @@ def test_explain_names_the_deciding_passage_of_each_text(
     assert {p["ord"] for p in short["explain"]["passages"].values()} == {0}
     assert short["explain"]["passages"]["wheat exports"]["start"] == 0
     # the default (blend-not-or): the negated term's similarity is still its deciding passage's
-    for hit in search(client, explain=True).json()["hits"]:
+    for hit in search(client, explain=True, not_mention=0).json()["hits"]:
         wheat = hit["explain"]["passages"]["wheat exports"]
         assert wheat["similarity"] == pytest.approx(hit["similarities"]["wheat exports"], abs=1e-5)
 
@@ -115,10 +118,14 @@ def test_explain_names_the_deciding_passage_of_each_text(
 def test_passages_false_reads_the_documents_own_vectors(
     client: TestClient, direct: PgLogic
 ) -> None:
-    body = search(client, explain=True, passages=False, include_sql=True).json()
+    body = search(client, explain=True, passages=False, include_sql=True, not_mention=0).json()
     ids = [h["id"] for h in body["hits"]]
-    assert ids == [h.external_id for h in direct.search("news", QUERY, k=5, passages=False).hits]
-    assert ids.index("long-wheat") < 2  # the wheat paragraph is cut off: the NOT misses it
+    want = direct.search("news", QUERY, k=5, passages=False, not_mention=0).hits
+    assert ids == [h.external_id for h in want]
+    assert ids.index("long-wheat") < 2  # the wheat paragraph is cut off: the similarity misses it
+    # ... but its words say it: the default's mention floor (not_mention) pushes it down
+    floored = [h["id"] for h in search(client, passages=False).json()["hits"]]
+    assert floored.index("long-wheat") > ids.index("long-wheat")
     assert all(h["explain"]["passages"] is None for h in body["hits"])
     assert "_passages" not in body["sql"]["text"]
     over = search(client, include_sql=True).json()

@@ -197,6 +197,38 @@ def test_a_lexical_not_excludes_every_document_that_names_the_word(
     assert semantic[0].score > 0.5
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_mention_floors_a_negated_terms_similarity(
+    lconn: psycopg.Connection[Any], news: Corpus, exact: bool
+) -> None:
+    # "wheat" is embedded far from every grain story (similarity 0): the semantic NOT alone
+    # keeps the wheat stories at the top; the default not_mention makes the two that name it
+    # at least 0.4 like it
+    vectors = {"grain": E[0], "wheat": E[2]}
+
+    def scores(**opts: Any) -> dict[str, float]:
+        options = SearchOptions(k=len(DOCS), and_text=0, exact=exact, **opts)
+        compiled = compile_query(parse('"grain" AND NOT "wheat"'), news, options)
+        return {h.external_id: h.score for h in execute(lconn, compiled, vectors)}
+
+    plain, floored = scores(not_mention=0), scores()
+    assert floored == scores(not_mention=0.4)
+    assert plain["g1"] == pytest.approx(1.0) and plain["g1"] == max(plain.values())
+    assert floored["g1"] == pytest.approx(0.6**1.25) and floored["g3"] == pytest.approx(
+        plain["g3"] * 0.6**1.25
+    )
+    for doc in ("g2", "g4", "g5"):  # no mention: unchanged
+        assert floored[doc] == pytest.approx(plain[doc])
+    # the same formula with NumPy: the floor is max(s, 0.4) on the documents that mention it
+    sims = {"grain": np.array([1.0]), "wheat": np.array([0.4])}
+    want = evaluate_numpy(parse('"grain" AND NOT "wheat"'), sims, "product-max-strong")
+    assert floored["g1"] == pytest.approx(float(want[0]))
+    # outside the fuzzy mode no term is floored
+    assert scores(mode="sqo-rerank", seed=1) == scores(not_mention=0, mode="sqo-rerank", seed=1)
+    with pytest.raises(InvalidInput, match="not_mention=2"):
+        scores(not_mention=2)
+
+
 def test_phrases_codes_and_the_rank_truth(lconn: psycopg.Connection[Any], news: Corpus) -> None:
     hits = run(lconn, news, 'match:"Basel III"')
     assert [h.external_id for h in hits] == ["s2"] and hits[0].score == 1.0

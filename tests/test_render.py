@@ -358,4 +358,5 @@ def test_cli_numbered_without_corpus() -> None:
     out = run_cli("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
     assert out.returncode == 0, out.stderr
     assert "-- $1 = v0: \"<embedding of 'a'>\"" in out.stdout
-    assert "LIMIT $3) top" in out.stdout
+    assert "LIMIT $5) top" in out.stdout  # ($3, $4: the mention floor's configuration and text)
+    assert '-- $4 = t1: "b"' in out.stdout

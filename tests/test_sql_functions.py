@@ -451,8 +451,9 @@ def test_exact_mode_scores_every_document_like_python(news: Conn, fixed: FixedEm
     assert_same(hits, rows)
 
 
-#: The parameter types of the statement of ``pglogic.search_plan`` ($1 to $8).
-PARAMETER_TYPES = "vector[], vector, integer, integer, integer, text[], text, text[]"
+#: The parameter types of the statement of ``pglogic.search_plan`` ($1 to $9; $9, the scored
+#: texts, since 0015: a negated term's phrase match, not_mention).
+PARAMETER_TYPES = "vector[], vector, integer, integer, integer, text[], text, text[], text[]"
 
 
 def run_statement(conn: Conn, plan: dict[str, Any], vectors: list[list[float]]) -> list[Any]:
@@ -465,11 +466,11 @@ def run_statement(conn: Conn, plan: dict[str, Any], vectors: list[list[float]]) 
     texts = [f"[{','.join(map(str, v))}]" for v in vectors]
     guide = None if plan["guide"] is None else f"[{','.join(map(str, plan['guide']))}]"
     values = (texts, guide, plan["depth"], plan["gdepth"], plan["k"], plan["filter_values"],
-              plan["text_config"], plan["lexical"])  # fmt: skip
+              plan["text_config"], plan["lexical"], plan["terms"])  # fmt: skip
     rows = conn.execute(  # (EXECUTE takes no bind parameters: literals)
         sql.SQL(
             "EXECUTE q({}::text[]::vector[], {}::vector, {}::int, {}::int, {}::int, {}::text[],"
-            " {}::text, {}::text[])"
+            " {}::text, {}::text[], {}::text[])"
         ).format(*map(sql.Literal, values))
     ).fetchall()
     conn.execute("DEALLOCATE q")
@@ -669,8 +670,8 @@ def test_lexical_scans_use_the_gin_index(news: Conn) -> None:
     explain = news.execute(
         sql.SQL(
             "EXPLAIN EXECUTE q({}::vector[], NULL, 100, 200, 10, '{{}}', 'english',"
-            " '{{wheat,corn}}')"
-        ).format(args)
+            " '{{wheat,corn}}', {}::text[])"
+        ).format(args, sql.Literal(plan["terms"]))
     ).fetchall()
     news.rollback()
     text = "\n".join(r[0] for r in explain)
@@ -824,7 +825,8 @@ def assert_plan_is_pythons(
     assert plan["passages"] == (None if table is None else table.as_string(None))
     text, values = function_statement(compiled)
     assert plan["lexical"] == list(compiled.lexical)
-    assert plan["text_config"] == ("english" if compiled.lexical else None)
+    # (the configuration of lexical terms and of the mention floor: since 0015, not_mention)
+    assert plan["text_config"] == ("english" if compiled.lexical or compiled.mentions else None)
     assert plan["lexical_truth"] == opts.lexical
     if "database_approximate" in result.timings:
         # the lexical scans found fewer than k rows: Python reran the exact plan, as the
@@ -1042,7 +1044,8 @@ def test_search_statement_is_served_by_the_hnsw_index(news: Conn) -> None:
     tree = parse('"a" OR "b" AND NOT "c"')
     vecs = {t: np.random.default_rng(1).normal(size=corpus.dim) for t in ("a", "b", "c")}
     plan = news.execute(
-        "SELECT pglogic.search_plan('news', %s)", (Jsonb(search_json(tree, None, vecs)),)
+        "SELECT pglogic.search_plan('news', %s)",
+        (Jsonb(search_json(tree, SearchOptions(not_mention=0), vecs)),),  # ($1 to $6 only)
     ).fetchone()
     assert plan is not None
     news.execute("SET enable_seqscan = off")
@@ -1183,7 +1186,7 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
         ({"tree": {"term": "a", "vector": VEC}, "K": 3},
          "Unknown option 'K' in the query: valid options are tree, operators, truth, k, exact, "
          "depth, ef_search, iterative_scan, guide, term_scans, filters, and_text, vectors, "
-         "lexical, mode, passages, passage_score, not_context"),
+         "lexical, mode, passages, passage_score, not_context, not_mention"),
         ({"tree": {"term": "a", "vector": VEC}, "guide": 1},
          "Invalid guide=1: expected true, false or the guide vector (an array of numbers)"),
         ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC}, "b"]}, "guide": [1, 2]},

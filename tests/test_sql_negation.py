@@ -22,8 +22,17 @@ from pglogic.query import And, Not, Term, parse, terms
 from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
+from pglogic.store.lexical import add_lexical_index, drop_lexical_index
+from pglogic.store.search import execute
 from tests.conftest import TEMPLATE_DB, Server
-from tests.test_sql_functions import NEW_IN_0014, all_functions, message, sql_error
+from tests.test_sql_functions import (
+    NEW_IN_0014,
+    all_functions,
+    assert_same,
+    message,
+    sql_error,
+    sql_search,
+)
 
 pytestmark = pytest.mark.db
 
@@ -169,7 +178,7 @@ def test_migration_0014_adds_the_option_and_downgrades(neg_dsn: str) -> None:
         assert message(exc).startswith("Unknown option 'not_context' in the query")
         with connect(neg_dsn) as conn:  # without the option: every term as it is
             bound, _ = _plan_vectors(conn, {k: v for k, v in rendered.items()
-                                            if k != "not_context"})  # fmt: skip
+                                            if k not in ("not_context", "not_mention")})  # fmt: skip
         assert all(np.array_equal(v, vectors[t]) for t, v in bound)
     finally:
         migrate.upgrade(neg_dsn)
@@ -203,3 +212,78 @@ def test_contexts_read_every_spelling_of_the_tree(neg_dsn: str) -> None:
     # Python: a nested AND built in code has the flat tree's contexts
     nested = And((Term("a"), And((Term("c"), Not(Term("b"))))))
     assert contexts(nested) == contexts(parse('"a" AND "c" AND NOT "b"')) == {"b": ("a", "c")}
+
+
+# -- a mention floors a negated term (not_mention, migration 0015) ------------------------------
+
+MENTION_QUERIES = ['"a" AND NOT "wheat"', '"a" AND NOT ("wheat" OR "b")', '"a" OR NOT "wheat"']
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.4, 1.0])
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("query", MENTION_QUERIES)
+def test_the_function_floors_a_mentioned_negated_term_as_python_does(
+    neg_dsn: str, query: str, floor: float, exact: bool
+) -> None:
+    """Every fifth document of 'neg' says "wheat": the function ranks and scores as Python does,
+    and the floor keeps those documents out of the top (1: a mention is a full NOT)."""
+    tree = parse(query)
+    vectors = _vectors(query, seed=5)
+    opts = SearchOptions(k=20, not_mention=floor, exact=exact, and_text=0)
+    with connect(neg_dsn) as conn:
+        hits = execute(conn, compile_query(tree, get_corpus(conn, "neg"), opts), dict(vectors))
+        assert_same(hits, sql_search(conn, "neg", search_json(tree, opts, vectors)))
+    said = sum(int(h.external_id[1:]) % 5 == 0 for h in hits)
+    if floor == 1.0 and query != '"a" OR NOT "wheat"':
+        assert said == 0
+    elif floor == 0.0:
+        assert said > 0  # random vectors: the similarity alone leaves them in
+
+
+def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: str) -> None:
+    tree = {"op": "and", "args": [{"term": "a", "vector": [0.1] * DIM},
+                                  {"op": "not", "arg": {"term": "b", "vector": [0.2] * DIM}}]}  # fmt: skip
+    with connect(neg_dsn) as conn:
+        corpus = get_corpus(conn, "neg")
+        for bad, shown in ((1.5, "1.5"), (-0.25, "-0.25"), ("half", '"half"'), (True, "true")):
+            exc = sql_error(conn, "neg", {"tree": tree, "not_mention": bad})
+            assert message(exc) == (
+                f"Invalid not_mention={shown}: a number from 0 (the similarity alone) to 1 (a "
+                "mention makes the negated term fully true)"
+            )
+            conn.rollback()
+            with pytest.raises(InvalidInput) as py:
+                compile_query(parse('"a" AND NOT "b"'), corpus, SearchOptions(not_mention=bad))  # type: ignore[arg-type]
+            assert str(py.value) == (
+                f"Invalid not_mention={bad!r}: a number from 0 (the similarity alone) to 1 (a "
+                "mention makes the negated term fully true)"
+            )
+    head = all_functions(neg_dsn)
+    try:
+        migrate.downgrade(neg_dsn, "0014")
+        old = all_functions(neg_dsn)
+        assert set(head) == set(old)
+        assert {f for f in old if f in head and old[f] != head[f]} == {"pglogic._plan(text,jsonb)"}
+        with connect(neg_dsn) as conn:
+            exc = sql_error(conn, "neg", {"tree": tree, "not_mention": 0.4})
+        assert message(exc).startswith("Unknown option 'not_mention' in the query")
+    finally:
+        migrate.upgrade(neg_dsn)
+    assert all_functions(neg_dsn) == head
+
+
+def test_without_a_lexical_index_the_floor_does_nothing(neg_dsn: str) -> None:
+    query = '"a" AND NOT "wheat"'
+    vectors = _vectors(query, seed=5)
+    with connect(neg_dsn, autocommit=True) as conn:
+        corpus = drop_lexical_index(conn, get_corpus(conn, "neg"))
+        try:
+            for floor in (0.0, 0.4):
+                opts = SearchOptions(k=20, not_mention=floor, and_text=0)
+                compiled = compile_query(parse(query), corpus, opts)
+                assert "tsv" not in compiled.as_string()
+                hits = execute(conn, compiled, dict(vectors))
+                assert_same(hits, sql_search(conn, "neg", search_json(parse(query), opts, vectors)))
+                assert sum(int(h.external_id[1:]) % 5 == 0 for h in hits) > 0
+        finally:
+            add_lexical_index(conn, get_corpus(conn, "neg"))

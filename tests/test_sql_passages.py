@@ -422,7 +422,8 @@ def test_passage_scans_use_the_passages_hnsw_index(news: Conn, fixed: FixedEmbed
     corpus = get_corpus(news, "news")
     tree = parse('"oil" OR "gold" AND NOT "mining"')
     vectors = {t: fixed.embed([t])[0] for t in ("oil", "gold", "mining")}
-    query = function_json(tree, SearchOptions(and_text=0), vectors)
+    # (not_mention 0: the statement takes $1 to $6 only, no scored texts for a mention)
+    query = function_json(tree, SearchOptions(and_text=0, not_mention=0), vectors)
     row = news.execute("SELECT pglogic.search_plan('news', %s)", (Jsonb(query),)).fetchone()
     assert row is not None
     plan = row[0]
@@ -484,13 +485,14 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
             exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
         # what Python renders says its passage score, so 0011 refuses it too (and, since
-        # 0014, its not_context first)
+        # 0014, its not_context first; since 0015 its not_mention, dropped here with it)
         rendered = search_json(parse('"a" AND NOT "b"'), SearchOptions(passage_score="blend-not"),
                                vectors={"a": a, "b": b})  # fmt: skip
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert message(exc).startswith("Unknown option 'not_context' in the query")
         rendered.pop("not_context")
+        rendered.pop("not_mention")
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
@@ -530,6 +532,7 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
         )
         rendered = search_json(parse('"a" OR "b"'), vectors={"a": a, "b": b})  # the default
         rendered.pop("not_context")  # (refused by any function before 0014)
+        rendered.pop("not_mention")  # (and before 0015)
         with connect(synth_dsn) as conn:
             exc = sql_error(conn, "synthp", rendered)
         assert "Unknown passage score 'blend-not-or'" in message(exc)

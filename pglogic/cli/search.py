@@ -17,7 +17,7 @@ from pglogic.cli.ui import example, print_hits
 from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE, LEXICAL, PASSAGE_SCORES
 
@@ -47,6 +47,7 @@ def _search_options(
     and_text: int = DEFAULT_AND_TEXT,
     lexical: str = "crisp",
     not_context: float = DEFAULT_NOT_CONTEXT,
+    not_mention: float = DEFAULT_NOT_MENTION,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -69,6 +70,7 @@ def _search_options(
         and_text=and_text,
         lexical=lexical,
         not_context=not_context,
+        not_mention=not_mention,
     )
 
 
@@ -146,6 +148,15 @@ def search_options(f: Any) -> Any:
             help="A term negated inside an AND is scored without this much of the AND's "
             "positive terms ('grain' AND NOT 'wheat': 'wheat' minus its 'grain' part; fuzzy "
             "mode; docs/evaluation.md); 0: the negated term as it is.",
+        ),
+        click.option(
+            "--not-mention",
+            type=click.FloatRange(0, 1),
+            default=DEFAULT_NOT_MENTION,
+            show_default=True,
+            help="A negated term is at least this similar to a document whose words match it "
+            "as a phrase ('grain' AND NOT 'wheat': a story that says 'wheat'; the corpus's "
+            "lexical index, fuzzy mode; docs/evaluation.md); 0: the similarity alone.",
         ),
         click.option(
             "--lexical",
@@ -230,6 +241,7 @@ def search(
     timeout: float | None,
     and_text: int,
     not_context: float,
+    not_mention: float,
     lexical: str,
     passages: bool,
     passage_score: str,
@@ -273,6 +285,7 @@ def search(
         passages=passages,
         passage_score=passage_score,
         not_context=not_context,
+        not_mention=not_mention,
         explain_passages=explain or as_json,
     )
     if as_json:
@@ -346,6 +359,7 @@ def compile_cmd(
     timeout: float | None,
     and_text: int,
     not_context: float,
+    not_mention: float,
     lexical: str,
     style: str,
     vectors_mode: str,
@@ -376,6 +390,7 @@ def compile_cmd(
         and_text,
         lexical,
         not_context,
+        not_mention,
     )
     note = SQO_NOTE if mode.startswith("sqo") else GUIDE_NOTE
     if corpus_name:

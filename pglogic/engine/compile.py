@@ -104,6 +104,7 @@ from pglogic.query import (
     Term,
     map_terms,
     matches,
+    negated_only_terms,
     positive_matches,
     positive_terms,
     semantic_part,
@@ -195,6 +196,9 @@ class CompiledQuery:
     #: λ of :mod:`pglogic.engine.negation` (fuzzy mode; 0 elsewhere): a negated term's vector
     #: is bound without that much of its AND's positive terms.
     not_context: float = 0.0
+    #: The negated terms a mention floors (``SearchOptions.not_mention``), by their index i in
+    #: :attr:`terms`: each one's text is bound to ``t{i}`` too, for its phrase match.
+    mentions: tuple[int, ...] = ()
 
     @property
     def guide_param(self) -> str | None:
@@ -235,6 +239,8 @@ class CompiledQuery:
             params[f"{self.param_prefix}v{i}"] = np.asarray(scored[t], dtype=np.float32)
         for j, text in enumerate(self.lexical):
             params[f"{self.param_prefix}q{j}"] = text
+        for i in self.mentions:
+            params[f"{self.param_prefix}t{i}"] = self.terms[i]
         if self.guide_param is not None:
             params[self.guide_param] = self._guide(scored)
         return params
@@ -596,6 +602,15 @@ def check_options(opts: SearchOptions) -> None:
             f"Invalid not_context={opts.not_context!r}: a number from 0 (the negated term as it "
             "is) to 1 (without its AND's positive terms)"
         )
+    if (
+        isinstance(opts.not_mention, bool)
+        or not isinstance(opts.not_mention, numbers.Real)
+        or not 0 <= opts.not_mention <= 1
+    ):
+        raise InvalidInput(
+            f"Invalid not_mention={opts.not_mention!r}: a number from 0 (the similarity alone) "
+            "to 1 (a mention makes the negated term fully true)"
+        )
     if opts.passage_score not in PASSAGE_SCORES:
         raise InvalidInput(
             f"Unknown passage score {opts.passage_score!r}: valid values are "
@@ -623,6 +638,7 @@ class _Parts:
     texts: list[str]
     index: dict[str, int]
     lexical: list[str]
+    mentions: list[int]
     sims: sql.Composable
     where: sql.Composable
     final: sql.Composable
@@ -668,7 +684,7 @@ class _Parts:
         return CompiledQuery(
             statement, self.params, self.texts, cands, self.settings, self.family, self.pre,
             self.tree, self.opts.truth, self.mode, kind, self.opts.seed, tuple(self.lexical),
-            self.opts.not_context if self.mode == "fuzzy" else 0.0,
+            self.opts.not_context if self.mode == "fuzzy" else 0.0, tuple(self.mentions),
         )  # fmt: skip
 
     def tsquery(self, j: int) -> sql.Composable:
@@ -713,9 +729,16 @@ def _cosine(distance: sql.Composable) -> sql.Composable:
     return sql.SQL("coalesce(nullif(1 - ({}), 'NaN'), 0)").format(distance)
 
 
-def _similarity(src: Source, pre: str, vector: str, name: str) -> sql.Composable:
-    """The select item ``name``: the cosine similarity to ``vector`` (:func:`_cosine`)."""
-    return sql.SQL("{} AS {}").format(_cosine(_distance(src, pre, vector)), sql.Identifier(name))
+def _similarity(
+    src: Source, pre: str, vector: str, name: str, mention: tuple[int, float] | None = None
+) -> sql.Composable:
+    """The select item ``name``: the cosine similarity to ``vector`` (:func:`_cosine`); with
+    ``mention`` (scored term i, the floor), at least the floor where the document mentions the
+    term (:func:`_floored`)."""
+    expr = _cosine(_distance(src, pre, vector))
+    if mention is not None:
+        expr = _floored(expr, src, pre, *mention)
+    return sql.SQL("{} AS {}").format(expr, sql.Identifier(name))
 
 
 def _parts(
@@ -732,6 +755,7 @@ def _parts(
     texts = scored_texts(tree, question) if mode.startswith("nsfl") else scored_terms(tree, weight)
     index = {t: i for i, t in enumerate(texts)}
     lex_index = {t: j for j, t in enumerate(lexical)}
+    mentions = sorted(index[t] for t in _mentioned(tree, src, mode, opts))
     score, layers, rel = _score(
         with_and_texts(tree, weight), mode, family, opts.truth, index, question, lex_index
     )
@@ -740,9 +764,12 @@ def _parts(
         where = sql.SQL("{} AND ({})").format(where, extra_where)
     params: dict[str, Any] = dict(fparams)
     params[pre + "k"] = opts.k
-    if lexical:
+    if lexical or mentions:
         params[pre + TEXT_CONFIG] = src.text_config
-    sim_items = [_similarity(src, pre, f"v{i}", f"s{i}") for i in index.values()]
+    sim_items = [
+        _similarity(src, pre, f"v{i}", f"s{i}", (i, opts.not_mention) if i in mentions else None)
+        for i in index.values()
+    ]
     if mode == "sqo":  # the score: the similarity to the SQO vector
         sim_items.append(_similarity(src, pre, GUIDE, "sq"))
     sim_items += [_lexical_truth(src, pre, j, opts.lexical) for j in range(len(lexical))]
@@ -752,7 +779,7 @@ def _parts(
     if layers:
         final = sql.SQL("{}\n{}").format(sql.SQL(",\n").join(layers), final)
     return _Parts(
-        tree, opts, src, family, pre, mode, question, texts, index, lexical,
+        tree, opts, src, family, pre, mode, question, texts, index, lexical, mentions,
         sql.SQL(", ").join(sim_items), where, final, bool(layers), params,
     )  # fmt: skip
 
@@ -769,6 +796,28 @@ def _check_lexical(tree: Node, src: Source, mode: str) -> None:
             f"match:{first!r} needs a lexical index, and this corpus has none: "
             "add it with `pglogic corpus lexical NAME`"
         )
+
+
+def _mentioned(tree: Node, src: Source, mode: str, opts: SearchOptions) -> list[str]:
+    """The negated terms whose mention floors their similarity (``not_mention``): every
+    negated-only term in the fuzzy mode, on a source with a lexical index; else none."""
+    if mode != "fuzzy" or not opts.not_mention or src.lexical is None or src.text_config is None:
+        return []
+    return negated_only_terms(tree)
+
+
+def _floored(
+    similarity: sql.Composable, src: Source, pre: str, i: int, floor: float
+) -> sql.Composable:
+    """Scored term ``i``'s ``similarity``, at least ``floor`` where the document's words match
+    the term (its text bound to ``t{i}``) as a phrase, as ``match:`` does (``not_mention``);
+    as it is elsewhere (GREATEST ignores the CASE's NULL)."""
+    tsq = sql.SQL("phraseto_tsquery({}::regconfig, {})").format(
+        sql.Placeholder(pre + TEXT_CONFIG), sql.Placeholder(pre + f"t{i}")
+    )
+    return sql.SQL("GREATEST({}, CASE WHEN {} @@ {} THEN {} END)").format(
+        similarity, src.col(src.lexical or ""), tsq, sql.Literal(float(floor))
+    )
 
 
 def _lexical_truth(src: Source, pre: str, j: int, kind: str) -> sql.Composable:
@@ -1082,10 +1131,12 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     ]
     if parts.mode == "sqo":
         texts.append((None, GUIDE, "sq"))
-    inner: list[sql.Composable] = [
-        sql.SQL("{} AS {}").format(_best_passage(src, pre, v), sql.Identifier(n))
-        for _, v, n in texts
-    ]
+    inner: list[sql.Composable] = []
+    for t, v, n in texts:
+        best = _best_passage(src, pre, v)
+        if t is not None and parts.index[t] in parts.mentions:  # (never blended: negated-only)
+            best = _floored(best, src, pre, parts.index[t], parts.opts.not_mention)
+        inner.append(sql.SQL("{} AS {}").format(best, sql.Identifier(n)))
     inner += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
     p = sql.Identifier("p")
     grouped = sql.SQL(

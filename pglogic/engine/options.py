@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily
 
 #: pgvector's upper bound for hnsw.ef_search.
@@ -108,6 +108,12 @@ class SearchOptions:
     negated inside an AND is scored against its vector without λ of the AND's positive terms
     (0: as it is).
 
+    ``not_mention`` (fuzzy mode, from 0 to 1; a corpus with a lexical index, ``pglogic corpus
+    lexical``): a negated term's similarity is at least this much for a document whose words
+    match the term as a phrase (the ``match:`` semantics), ``max(s, not_mention)``; 0 (the
+    default, 0.4, was chosen leaving one corpus out in ``bench/results/not_mention.md``); 0
+    scores the similarity alone.
+
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises
     :class:`~pglogic.errors.SearchTimeout`.
@@ -137,3 +143,4 @@ class SearchOptions:
     passages: bool = True
     passage_score: str = DEFAULT_PASSAGE_SCORE
     not_context: float = DEFAULT_NOT_CONTEXT
+    not_mention: float = DEFAULT_NOT_MENTION

@@ -283,7 +283,8 @@ def vector_note(compiled: CompiledQuery, term: str) -> str:
 
 
 def lexical_params(compiled: CompiledQuery) -> dict[str, str]:
-    """The lexical terms' texts by placeholder (``q{j}``), bound with the vectors.
+    """The lexical terms' texts by placeholder (``q{j}``), and the texts of the negated terms a
+    mention floors (``t{i}``, ``not_mention``), bound with the vectors.
 
     Example:
         >>> from pglogic.engine.compile import compile_query
@@ -292,14 +293,19 @@ def lexical_params(compiled: CompiledQuery) -> dict[str, str]:
         >>> c = Corpus(1, "n", "corpus_1", "m", 2, "cosine", "embedding", None, None, "english")
         >>> lexical_params(compile_query(parse('"a" AND NOT match:"b c"'), c))
         {'q0': 'b c'}
+        >>> lexical_params(compile_query(parse('"a" AND NOT "b"'), c))
+        {'t1': 'b'}
     """
-    return {f"{compiled.param_prefix}q{j}": t for j, t in enumerate(compiled.lexical)}
+    pre = compiled.param_prefix
+    out = {f"{pre}q{j}": t for j, t in enumerate(compiled.lexical)}
+    return out | {f"{pre}t{i}": compiled.terms[i] for i in compiled.mentions}
 
 
 #: The parameters of the statement ``pglogic.search(corpus, query)`` (SQL) runs, by the compiled
 #: query's placeholder names (without ``param_prefix``): term vector ``v{i}`` is ``$1[i+1]``, the
 #: filters' parameters are ``$6[1]``, ``$6[2]``, ... in the order the compiler makes them, the
-#: text search configuration of the lexical index is ``$7`` and lexical term ``q{j}`` ``$8[j+1]``.
+#: text search configuration of the lexical index is ``$7``, lexical term ``q{j}`` ``$8[j+1]`` and
+#: the text of a negated term a mention floors (``t{i}``) the scored texts' ``$9[i+1]``.
 FUNCTION_PARAMETERS: dict[str, str] = {
     GUIDE: "$2",
     "depth": "$3",
@@ -331,6 +337,7 @@ def function_statement(compiled: CompiledQuery) -> tuple[str, list[Any]]:
     fixed = {pre + name: slot for name, slot in FUNCTION_PARAMETERS.items()}
     fixed.update({f"{pre}v{i}": f"$1[{i + 1}]" for i in range(len(compiled.terms))})
     fixed.update({f"{pre}q{j}": f"$8[{j + 1}]" for j in range(len(compiled.lexical))})
+    fixed.update({f"{pre}t{i}": f"$9[{i + 1}]" for i in compiled.mentions})
     filters = [n for n in compiled.params if n not in fixed and n != pre + RERANK_DEPTH]
     fixed.update({name: f"$6[{j + 1}]" for j, name in enumerate(filters)})
 
@@ -451,6 +458,7 @@ def search_json(
         "filters": [filter_json(f) for f in opts.filters],
         "and_text": opts.and_text,
         "not_context": opts.not_context,
+        "not_mention": opts.not_mention,
     }
     if matches(node):
         out["lexical"] = opts.lexical

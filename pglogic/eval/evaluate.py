@@ -47,7 +47,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import CachedEmbedder, get_query_embedder
 from pglogic.engine.compile import MODES, CompiledQuery, SearchOptions, Source, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS, OperatorFamily, itlr_combinations
 from pglogic.engine.source import Corpus
 from pglogic.errors import InvalidInput, UnknownCorpus
@@ -195,6 +195,17 @@ def not_context_for(family: OperatorFamily) -> float:
         (0.5, 0.0)
     """
     return DEFAULT_NOT_CONTEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0.0
+
+
+def not_mention_for(family: OperatorFamily) -> float:
+    """The ``not_mention`` an evaluation runs ``family`` with: the engine's default for the
+    default family, 0 (the similarity alone) for every other, as the papers define them.
+
+    Example:
+        >>> not_mention_for(PRESETS[DEFAULT_FAMILY]), not_mention_for(PRESETS["itlr"])
+        (0.4, 0.0)
+    """
+    return DEFAULT_NOT_MENTION if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0.0
 
 
 def corpus_name_for(
@@ -370,7 +381,8 @@ class _Runner:
         """
         return SearchOptions(k=self.k, operators=family, exact=exact, truth=self.truth,
                              and_text=and_text_for(family),
-                             not_context=not_context_for(family))  # fmt: skip
+                             not_context=not_context_for(family),
+                             not_mention=not_mention_for(family))  # fmt: skip
 
     def run(self, q: EvalQuery) -> dict[str, list[str]]:
         term_list = scored_terms(q.tree, DEFAULT_AND_TEXT)  # the terms, then the AND texts
@@ -641,6 +653,7 @@ __all__ = [
     "method_name",
     "mode_method",
     "not_context_for",
+    "not_mention_for",
     "prepare_corpus",
     "run_methods",
     "summarise",

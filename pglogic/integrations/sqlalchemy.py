@@ -55,7 +55,7 @@ from sqlalchemy.sql.util import find_tables
 
 from pglogic.embed.base import Embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.errors import InvalidInput
@@ -235,6 +235,7 @@ def logical_search(
     passage_embedding: Any = None,
     passage_score: str | None = None,
     not_context: float = DEFAULT_NOT_CONTEXT,
+    not_mention: float = DEFAULT_NOT_MENTION,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -262,7 +263,9 @@ def logical_search(
     The default is the engine's, ``blend-not-or``, when ``embedding`` is given, else ``max``.
 
     ``not_context`` scores a term negated inside an AND without that much of the AND's positive
-    terms (:mod:`pglogic.engine.negation`; 0: as it is).
+    terms (:mod:`pglogic.engine.negation`; 0: as it is). ``not_mention`` (with
+    ``lexical_column``) makes a negated term at least that similar to a row whose words match it
+    as a phrase (0: the similarity alone).
 
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
@@ -302,6 +305,7 @@ def logical_search(
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score, not_context=not_context,
+        not_mention=not_mention,
     )  # fmt: skip
     blends = passage_score in ("blend", "blend-not", "blend-not-or")
     if blends and given_score and pas is None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import pglogic
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT
+from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.engine.options import MODES
 from pglogic.errors import ConfigError
@@ -94,6 +94,11 @@ class Options(BaseModel):
         DEFAULT_NOT_CONTEXT, ge=0, le=1,
         description="A term negated inside an AND is scored without this much of the AND's "
         "positive terms (fuzzy mode; 0: as it is)",
+    )  # fmt: skip
+    not_mention: float = Field(
+        DEFAULT_NOT_MENTION, ge=0, le=1,
+        description="A negated term is at least this similar to a document whose words match it "
+        "as a phrase (the corpus's lexical index, fuzzy mode; 0: the similarity alone)",
     )  # fmt: skip
     exact: bool = Field(False, description="Score every document (no index)")
     lexical: Literal["crisp", "rank"] = Field(
@@ -438,6 +443,7 @@ def _search(
         passages=req.passages,
         passage_score=req.passage_score,
         not_context=req.not_context,
+        not_mention=req.not_mention,
         explain_passages=explain_passages and req.passages,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
@@ -488,7 +494,8 @@ def compile_query(req: CompileRequest, b: B) -> dict[str, Any]:
                          exact=req.exact, timeout=b.config.timeout,
                          lexical=req.lexical, passages=req.passages,
                          passage_score=req.passage_score,
-                         not_context=req.not_context)  # fmt: skip
+                         not_context=req.not_context,
+                         not_mention=req.not_mention)  # fmt: skip
     tree = to_tree(req.query)
     if req.corpus:
         compiled = b.api.compile(req.corpus, tree, opts)
@@ -537,6 +544,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         passages=req.passages,
         passage_score=req.passage_score,
         not_context=req.not_context,
+        not_mention=req.not_mention,
         explain_passages=req.explain and req.passages,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,

@@ -1,0 +1,53 @@
+"""``pglogic.search()`` makes a negated term's similarity at least 0.4 for a document that
+mentions it, as the Python search does (``"not_mention"``, default 0.4).
+
+Applies ``versions/sql/0015_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). The change, from ``bench/results/not_mention.md``:
+
+- the option ``"not_mention"`` (a number from 0 to 1, default 0.4; anything else is refused with
+  the Python error's text): on a corpus with a lexical index, each negated-only term's
+  similarity column is ``GREATEST(s, CASE WHEN tsv @@ phraseto_tsquery(config, term) THEN
+  not_mention END)`` (GREATEST ignores the NULL of a document without a match): at least
+  ``not_mention`` where the document's words match the term
+  as a phrase, the ``match:`` semantics (``pglogic.engine.compile._floored``; the term's text is
+  the scored texts' ``$9[i]``). 0 scores every term as before, and so does a corpus without a
+  lexical index.
+- Only ``pglogic._plan`` changes; no function changes its arguments or result type.
+
+Downgrading applies 0014's ``0014_search.sql`` again (the option is then refused as unknown).
+
+Revision ID: 0015
+Revises: 0014
+Create Date: 2026-11-27
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0015"
+down_revision = "0014"
+branch_labels = None
+depends_on = None
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0015_search.sql"))
+
+
+def downgrade() -> None:
+    _run(_frozen("0014_search.sql"))
