@@ -44,11 +44,13 @@ from pglogic.query.ast import flatten
 __all__ = ["DEFAULT_NOT_CONTEXT", "DEFAULT_NOT_MENTION", "contexts", "projected", "with_context"]
 
 DEFAULT_NOT_CONTEXT = 0.5
-#: ``SearchOptions.not_mention``: a negated term's similarity floor for the documents that
-#: mention it as a phrase, chosen leaving one corpus out in ``bench/results/not_mention.md``.
-DEFAULT_NOT_MENTION = 0.4
 """The default λ: how much of its context a negated term's vector loses
 (``bench/results/not_projection.md``)."""
+
+DEFAULT_NOT_MENTION = 0.4
+"""The default ``SearchOptions.not_mention``: a negated term's similarity floor for the
+documents that mention it as a phrase, chosen leaving one corpus out
+(``bench/results/not_mention.md``)."""
 
 
 def contexts(node: Node) -> dict[str, tuple[str, ...]]:

@@ -110,9 +110,9 @@ class SearchOptions:
 
     ``not_mention`` (fuzzy mode, from 0 to 1; a corpus with a lexical index, ``pglogic corpus
     lexical``): a negated term's similarity is at least this much for a document whose words
-    match the term as a phrase (the ``match:`` semantics), ``max(s, not_mention)``; 0 (the
-    default, 0.4, was chosen leaving one corpus out in ``bench/results/not_mention.md``); 0
-    scores the similarity alone.
+    match the term as a phrase (the ``match:`` semantics), ``max(s, not_mention)``. The default,
+    0.4, was chosen leaving one corpus out in ``bench/results/not_mention.md``; 0 scores the
+    similarity alone.
 
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):
     a search that runs longer is cancelled there and raises

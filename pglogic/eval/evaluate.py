@@ -161,9 +161,10 @@ def default_families() -> list[OperatorFamily]:
     """The default family, ITLR's 12 combinations and the other presets (no formula twice).
 
     Only the default family scores each AND's own text too (``and_text``, the engine's
-    default) and each negated term against its context (``not_context``); the others are the
-    operators alone, as the papers define them (:func:`and_text_for`,
-    :func:`not_context_for`), so ``pglogic[product-max]`` is the engine's previous default.
+    default), each negated term against its context (``not_context``) and its mention floor
+    (``not_mention``); the others are the operators alone, as the papers define them
+    (:func:`and_text_for`, :func:`not_context_for`, :func:`not_mention_for`), so
+    ``pglogic[product-max]`` is the engine's previous default.
 
     Example:
         >>> [method_name(f) for f in default_families()[:2]], len(default_families())
