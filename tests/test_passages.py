@@ -128,13 +128,17 @@ def news(dsn: str, minilm: Any) -> PgLogic:
 def test_not_sees_the_last_passage_and_explain_names_it(news: PgLogic) -> None:
     q = '"central bank interest rates" AND NOT "wheat exports"'
     over = [h.external_id for h in news.search("news", q, k=5).hits]
-    single = [h.external_id for h in news.search("single", q, k=5).hits]
-    cut = [h.external_id for h in news.search("news", q, k=5, passages=False).hits]
+    single = [h.external_id for h in news.search("single", q, k=5, not_mention=0).hits]
+    cut = [h.external_id for h in news.search("news", q, k=5, passages=False, not_mention=0).hits]
     # the long story's wheat paragraph is past the model's window: a single vector misses it
     assert single.index("long-wheat") < 2 and cut.index("long-wheat") < 2
+    # ... but its words say "wheat exports": the default's mention floor pushes it down there too
+    floored = [h.external_id for h in news.search("single", q, k=5).hits]
+    assert floored.index("long-wheat") > single.index("long-wheat")
     assert over.index("long-wheat") > over.index("rates-1")
     assert over.index("long-wheat") > over.index("rates-2")
-    res = news.search("news", q, k=5, explain_passages=True, passage_score="max")
+    # (not_mention 0: every similarity is its deciding passage's, none floored by a mention)
+    res = news.search("news", q, k=5, explain_passages=True, passage_score="max", not_mention=0)
     hit = next(h for h in res.hits if h.external_id == "long-wheat")
     deciding = {p.term: p for p in res.passages[hit.id]}
     wheat = deciding["wheat exports"]
