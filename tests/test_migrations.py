@@ -38,7 +38,7 @@ FROZEN_SHA256 = {
     "0012_search.sql": "6f3c59ce827d5320ba2e8c364fa242e1f0a0033443ebaeaa0e537062a7b20a00",
     "0013_search.sql": "03b0b59ecefa3a35808d80e5f44ba434df60db23eb61c0873285f467ed404f09",
     "0014_search.sql": "add7c7f527136b73fe3c8cd8b1376eb93f7859bb1a2cb1953e64134564eb2f7e",
-    "0015_search.sql": "c63c4a9313663f9c158366d91f83d871e3a94b8c63b7d8add166d4fd920a0a68",
+    "0015_search.sql": "6c381177d3230c6f9fba85fda21663cc1c26a40f63e7b027bd542cb62e24d4cb",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -51,7 +51,7 @@
 -- (pglogic._not_contexts, pglogic._projected): normalise(b - not_context * P b); the guide
 -- vector is computed from the vectors so scored.
 -- Since migration 0015, option "not_mention" (0.4, the default; 0 to 1; pglogic.engine.compile.
--- _mention) makes each negated-only term's similarity at least that much for a document whose
+-- _floored) makes each negated-only term's similarity at least that much for a document whose
 -- words match the term as a phrase (its lexical index, as match: does; the term's text is the
 -- scored texts' $9[i]), on a corpus with a lexical index; 0 scores the similarity alone: its
 -- column s{i} is GREATEST(the similarity, CASE WHEN the words match THEN not_mention END).
