@@ -568,6 +568,13 @@ def _plan(
     return _candidates_statement(parts, depths)
 
 
+def _fraction(value: object) -> bool:
+    """Whether ``value`` is a number from 0 to 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return 0 <= float(value) <= 1
+
+
 def check_options(opts: SearchOptions) -> None:
     """Refuse a k below 1, an unknown mode, an and_text weight or a not_context out of range, an
     unknown lexical truth or passage score (InvalidInput).
@@ -593,20 +600,12 @@ def check_options(opts: SearchOptions) -> None:
         raise InvalidInput(
             f"Unknown lexical truth {opts.lexical!r}: valid values are {', '.join(LEXICAL)}"
         )
-    if (
-        isinstance(opts.not_context, bool)
-        or not isinstance(opts.not_context, numbers.Real)
-        or not 0 <= opts.not_context <= 1
-    ):
+    if not _fraction(opts.not_context):
         raise InvalidInput(
             f"Invalid not_context={opts.not_context!r}: a number from 0 (the negated term as it "
             "is) to 1 (without its AND's positive terms)"
         )
-    if (
-        isinstance(opts.not_mention, bool)
-        or not isinstance(opts.not_mention, numbers.Real)
-        or not 0 <= opts.not_mention <= 1
-    ):
+    if not _fraction(opts.not_mention):
         raise InvalidInput(
             f"Invalid not_mention={opts.not_mention!r}: a number from 0 (the similarity alone) "
             "to 1 (a mention makes the negated term fully true)"
