@@ -18,6 +18,8 @@ every document exactly (NumPy) with:
   Gödel's minimum with the phrase (``min · f^k``), the default's weight only in ANDs of at
   most three operands, and reciprocal rank fusion (k 60 or 10) of the product's ranking with
   the phrase's, or with the default's;
+* **other phrases** in the default's form, ``a·b·f'^w`` (w 2 or 4): the terms joined by spaces,
+  by commas, after "both" / "all of", and their centroid (the normalised sum of their vectors);
 * **dense retrieval** (the question as one string against each document's own vector).
 
 And it computes, per query, six signals that need no labels and that the SQL function could
@@ -110,6 +112,23 @@ FORMS: dict[str, Form] = {
         a.prod(axis=0), a.prod(axis=0) * f**DEFAULT_AND_TEXT
     ),
 }
+#: The same product, ``a·b·f'^w``, with another phrase f' in place of the AND's own text
+#: ("a and b and c", how ``pglogic.engine.conjunction`` writes it): the terms joined by spaces,
+#: by commas (", " and a last " and "), after "both"/"all of", or the normalised sum of the
+#: terms' vectors (*centroid*: cos(d, Σv) / |Σv|, the terms' mean similarity up to a constant,
+#: per passage).
+PHRASES: dict[str, Callable[[list[str]], str | None]] = {
+    "spaces": lambda ts: " ".join(ts),
+    "commas": lambda ts: ", ".join(ts[:-1]) + " and " + ts[-1],
+    "both / all of": lambda ts: (
+        "both " + " and ".join(ts)
+        if len(ts) == 2
+        else "all of " + ", ".join(ts[:-1]) + " and " + ts[-1]
+    ),
+    "centroid": lambda ts: None,
+}
+TEXT_FORMS = tuple(f"a·b·f'^{w}, f' {k}" for k in PHRASES for w in (2, 4))
+ALL_FORMS = (*FORMS, *TEXT_FORMS)
 SIGNALS = {
     "terms' mean cosine": "the mean cosine between two terms' vectors",
     "phrase–term min cosine": "the smallest cosine between the phrase's vector and a term's",
@@ -146,12 +165,14 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
         q for q in derive_queries(ds, per_template=PER_TEMPLATE).queries
         if family_of(q.tree) == "AND"
     ]  # fmt: skip
-    texts = sorted({t for q in queries for t in [*terms(q.tree), *and_texts(q.tree), q.text]})
+    other = [p(terms(q.tree)) for q in queries for p in PHRASES.values()]
+    texts = sorted({t for q in queries for t in [*terms(q.tree), *and_texts(q.tree), q.text]}
+                   | {t for t in other if t is not None})  # fmt: skip
     vecs = dict(zip(texts, get_query_embedder(DEFAULT_MODEL).embed(texts), strict=True))
     pm = np.concatenate(passages)
     starts = np.cumsum([0] + [len(p) for p in passages[:-1]])
     best = {t: per_document(docs @ vecs[t], pm @ vecs[t], starts)["max"] for t in texts}
-    runs: dict[str, dict[str, list[str]]] = {m: {} for m in [*FORMS, "dense"]}
+    runs: dict[str, dict[str, list[str]]] = {m: {} for m in [*ALL_FORMS, "dense"]}
     signals: dict[str, dict[str, float]] = {}
     for q in queries:
         ts, (phrase,) = terms(q.tree), and_texts(q.tree)
@@ -159,6 +180,18 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
         f = np.clip(best[phrase], 1e-6, 1.0)
         for m, form in FORMS.items():
             runs[m][q.id] = [ids[j] for j in np.argsort(-form(a, f), kind="stable")[:K]]
+        for k, phrase_of in PHRASES.items():
+            text = phrase_of(ts)
+            if text is None:
+                c = np.sum([vecs[t] for t in ts], axis=0)
+                other_f = per_document(docs @ c, pm @ c, starts)["max"] / np.linalg.norm(c)
+            else:
+                other_f = best[text]
+            for w in (2, 4):
+                s = _weighted(w)(a, np.clip(other_f, 1e-6, 1.0))
+                runs[f"a·b·f'^{w}, f' {k}"][q.id] = [
+                    ids[j] for j in np.argsort(-s, kind="stable")[:K]
+                ]
         dense = docs @ vecs[q.text]
         runs["dense"][q.id] = [ids[j] for j in np.argsort(-dense, kind="stable")[:K]]
         signals[q.id] = _signals(a, f, np.array([vecs[t] for t in ts]), vecs[phrase])
@@ -175,7 +208,7 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
     ndcg = {m: {q: per[m][q]["ndcg"] for q in qids} for m in per}
     raw: dict[tuple[str, str], float] = {}
     deltas: dict[tuple[str, str], float] = {}
-    for m in FORMS:
+    for m in ALL_FORMS:
         for ref in (DEFAULT, PLAIN, "dense"):
             if m != ref:
                 r = paired_test(ndcg[ref], ndcg[m])
@@ -185,7 +218,7 @@ def analyse(d: dict[str, Any]) -> dict[str, Any]:
         m: {"ndcg": mean_of(per[m], qids, "ndcg"),
             **{ref: {"delta": deltas[(m, ref)], "p_holm": adjusted[(m, ref)]}
                for ref in (DEFAULT, PLAIN, "dense") if (m, ref) in raw}}
-        for m in FORMS
+        for m in ALL_FORMS
     }  # fmt: skip
     gain = np.array([ndcg[DEFAULT][q] - ndcg[PLAIN][q] for q in qids])
     rho = {}
@@ -219,7 +252,7 @@ def choose(data: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for held in REAL:
         tune = [n for n in REAL if n != held]
-        kept = [m for m in FORMS if not any(loses(m, n) for n in tune)]
+        kept = [m for m in ALL_FORMS if not any(loses(m, n) for n in tune)]
         best = max(kept, key=lambda m: float(np.mean([by[n]["forms"][m]["ndcg"] for n in tune])))
         out[held] = {"chosen": best, "held_out": by[held]["forms"][best]["ndcg"],
                      "loses_there": loses(best, held), "limit_small": by["limit_small"]["forms"][best]["ndcg"],
@@ -245,6 +278,8 @@ def to_markdown(data: dict[str, Any]) -> str:
         "template, the template family `AND` only (no NOT, no OR), all-MiniLM-L6-v2. *a·b·f^w*: "
         "the product of the terms' similarities times the AND's phrase (f) at weight w "
         f"(the default: w = {DEFAULT_AND_TEXT}; w = 0 ranks as every method without AND texts); "
+        "*a·b·f'^w, f' …*: the same with another phrase f' (the terms joined by spaces, by commas, "
+        'after "both" / "all of", or their centroid, the normalised sum of their vectors); '
         "*g*: the terms' geometric mean; *min*: their minimum. Tests: two-sided Wilcoxon over "
         "the dataset's conjunctions, Holm-adjusted over all the dataset's tests; **bold**: "
         "adjusted p < 0.05.",
