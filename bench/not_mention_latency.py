@@ -4,8 +4,9 @@ The mention floor (``pglogic.engine.compile._floored``, migration 0015 for the S
 changes the statement, not the plan's scans: each negated-only term's similarity column becomes
 ``GREATEST(similarity, CASE WHEN tsv @@ phraseto_tsquery(config, term) THEN 0.4 END)``, computed
 on the candidate documents. What it adds is that match per candidate (reading, detoasting and
-matching its ``tsv``) and, over passages, the documents' heap rows, which the grouped
-similarities otherwise read by their ids alone (an Index Only Scan).
+matching its ``tsv``). Over passages it is computed after the passages are grouped by
+document, on the document's row joined again (since migration 0016; before, inside the
+grouping, which then read the documents' heap rows instead of their ids alone).
 
 ``real``: on the corpora ``eval_<dataset>`` that ``bench/quality.py`` keeps (database
 ``bench_quality`` of the embedded server in /tmp/plbench, or of ``$PGLOGIC_BENCH_DSN``'s server;

@@ -1,4 +1,4 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0014).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0016).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -55,6 +55,10 @@
 -- words match the term as a phrase (its lexical index, as match: does; the term's text is the
 -- scored texts' $9[i]), on a corpus with a lexical index; 0 scores the similarity alone: its
 -- column s{i} is GREATEST(the similarity, CASE WHEN the words match THEN not_mention END).
+-- Since migration 0016, over passages, that floor and the lexical truths are computed after the
+-- GROUP BY, from the document's row joined again (as the blends' own vectors are), so that the
+-- grouping reads the documents' ids alone: the same scores, a third to a tenth of the floor's
+-- cost (bench/results/not_mention_latency.md).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -1726,8 +1730,10 @@ BEGIN
         pemb := '"p".' || pglogic._qi(c.column_name);
         -- Since 0012 (pglogic.engine.compile._passage_sims) the blended texts' own-vector halves
         -- are added after the GROUP BY, the documents joined again ("b": the grouped rows), so
-        -- the grouping never carries the documents' vectors; psims is the sims query with a %s
-        -- for its FROM ... WHERE.
+        -- the grouping never carries the documents' vectors; since 0016 so are the mentions'
+        -- floors and the lexical truths (the document's words), so the grouping reads only the
+        -- documents' ids (bench/results/not_mention_latency.md). psims is the sims query with a
+        -- %s for its FROM ... WHERE.
         disjunction := passage_score = 'blend-not-or' AND terms[1:n_terms] <@ candidate_terms
                        AND cardinality(pglogic._and_texts(tree, '{}')) = 0;
         blended := ARRAY(
@@ -1738,19 +1744,18 @@ BEGIN
                        AND (CASE WHEN n > n_terms THEN (and_polarity ->> terms[n])::boolean
                                  ELSE terms[n] = ANY (candidate_terms) END))
             FROM generate_series(1, n_texts) AS n ORDER BY n);
-        psims := 'SELECT "d"."id", ' || replace(array_to_string(ARRAY(
-            SELECT format(CASE WHEN n = ANY (floored)  -- (since 0015; never blended: negated)
-                               THEN 'GREATEST(max(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
-                                    ' ''NaN''), 0)), CASE WHEN %5$s @@ phraseto_tsquery($7::regconfig,'
-                                    ' $9[%2$s]) THEN %6$s END) AS %4$s'
-                               ELSE 'max(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
-                                    ' ''NaN''), 0)) AS %4$s' END,
-                          pemb, n, c.dim, pglogic._qi('s' || (n - 1)), tsv, floor_text)
-            FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', '), '%', '%%')
+        psims := 'SELECT ' || replace(array_to_string(ARRAY['"d"."id"'] || ARRAY(
+            SELECT format('max(coalesce(nullif(1 - (%1$s <=> $1[%2$s]::vector(%3$s)),'
+                          ' ''NaN''), 0)) AS %4$s', pemb, n, c.dim, pglogic._qi('s' || (n - 1)))
+            FROM generate_series(1, n_texts) AS n ORDER BY n), ', '), '%', '%%')
             || ' FROM %s GROUP BY "d"."id"';
-        IF true = ANY (blended) THEN
+        IF true = ANY (blended) OR cardinality(floored) > 0 OR cardinality(lexical) > 0 THEN
             psims := 'SELECT "b"."id", ' || replace(array_to_string(ARRAY(
-                SELECT CASE WHEN blended[n] AND disjunction
+                SELECT CASE WHEN n = ANY (floored)  -- (since 0015; never blended: negated)
+                            THEN format('GREATEST("b".%1$s, CASE WHEN %2$s @@ phraseto_tsquery('
+                                        '$7::regconfig, $9[%3$s]) THEN %4$s END) AS %1$s',
+                                        pglogic._qi('s' || (n - 1)), tsv, n, floor_text)
+                            WHEN blended[n] AND disjunction
                             THEN format('("b".%1$s * 9 + coalesce(nullif(1 - (%2$s <=> $1[%3$s]::vector(%4$s)),'
                                         ' ''NaN''), 0)) / 10 AS %1$s',
                                         pglogic._qi('s' || (n - 1)), emb, n, c.dim)
@@ -1759,9 +1764,7 @@ BEGIN
                                         ' ''NaN''), 0)) / 2 AS %1$s',
                                         pglogic._qi('s' || (n - 1)), emb, n, c.dim)
                             ELSE '"b".' || pglogic._qi('s' || (n - 1)) END
-                FROM generate_series(1, n_texts) AS n ORDER BY n) || ARRAY(
-                SELECT '"b".' || pglogic._qi('l' || (m - 1))
-                FROM generate_series(1, cardinality(lexical)) AS m ORDER BY m), ', '), '%', '%%')
+                FROM generate_series(1, n_texts) AS n ORDER BY n) || lex_items, ', '), '%', '%%')
                 || ' FROM (' || psims || ') "b" JOIN ' || replace(tbl, '%', '%%')
                 || ' "d" ON "d"."id" = "b"."id"';
         END IF;
@@ -2091,10 +2094,12 @@ BEGIN
         saved := saved || jsonb_build_object(s.key, current_setting(s.key, true));
         EXECUTE format('SET LOCAL %s = %L', s.key, s.value);
     END LOOP;
+    -- $7 goes as a regconfig (since 0016): as text, the statement's $7::regconfig looked the
+    -- configuration up again for every row it matched (bench/results/not_mention_latency.md)
     EXECUTE format(wrap, sims, lex, p.statement)
         INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
-        USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.text_config,
-              p.lexical, p.terms;
+        USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values,
+              p.text_config::regconfig, p.lexical, p.terms;
     IF p.exact_statement IS NOT NULL AND coalesce(cardinality(ids), 0) < p.k THEN
         -- The filtered index scans found fewer than k rows (a rare filter, a scan that stopped
         -- at hnsw.max_scan_tuples or at ef_search without iterative scans), or the lexical
@@ -2102,8 +2107,8 @@ BEGIN
         -- pglogic.store.search.search does.
         EXECUTE format(wrap, sims, lex, p.exact_statement)
             INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
-            USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values, p.text_config,
-                  p.lexical, p.terms;
+            USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values,
+                  p.text_config::regconfig, p.lexical, p.terms;
     END IF;
     FOR s IN SELECT x.key, x.value FROM jsonb_each_text(saved) AS x WHERE x.value IS NOT NULL LOOP
         EXECUTE format('SET LOCAL %s = %L', s.key, s.value);

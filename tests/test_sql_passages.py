@@ -417,6 +417,32 @@ def test_lexical_terms_over_passages_rank_like_python(
 
 
 @pytest.mark.model
+def test_the_words_are_read_after_the_passages_are_grouped(
+    news: Conn, fixed: FixedEmbedder
+) -> None:
+    """Since migration 0016 (``bench/results/not_mention_latency.md``): a mention's floor and a
+    lexical term's truth read the document's row after the GROUP BY, so the grouping of the
+    passages reads the documents' ids alone, in Python's statement and in the function's (text
+    for text); the floor still moves documents, the same in both."""
+    corpus = get_corpus(news, "news")
+    for query in ('"grain" AND NOT "wheat"', '"grain" AND NOT match:wheat', 'match:"wheat"'):
+        for opts in (SearchOptions(k=10), SearchOptions(k=10, passage_score="max")):
+            statement = compile_query(parse(query), corpus, opts).as_string()
+            end = statement.index("GROUP BY")
+            grouped = statement[statement.rindex("(SELECT", 0, end) : end]
+            assert "tsv" not in grouped and "tsv" in statement, statement
+            assert_plan_is_pythons(news, query, opts, corpus_name="news")
+            hits, rows = python_and_sql(news, fixed, query, opts)
+            assert_same(hits, rows)
+    opts = SearchOptions(k=20, and_text=0)
+    floored, _ = python_and_sql(news, fixed, '"grain" AND NOT "wheat"', opts)
+    plain, _ = python_and_sql(
+        news, fixed, '"grain" AND NOT "wheat"', replace(opts, not_mention=0.0)
+    )
+    assert [h.id for h in floored] != [h.id for h in plain]
+
+
+@pytest.mark.model
 def test_passage_scans_use_the_passages_hnsw_index(news: Conn, fixed: FixedEmbedder) -> None:
     """Each term's scan and the guide's read the passages' HNSW index."""
     corpus = get_corpus(news, "news")
@@ -522,7 +548,10 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
         migrate.downgrade(synth_dsn, "0012")
         old = all_functions(synth_dsn)
         assert set(head) - set(old) == NEW_IN_0014
-        assert {f for f in old if old[f] != head[f]} == {"pglogic._plan(text,jsonb)"}
+        assert {f for f in old if old[f] != head[f]} == {
+            "pglogic._plan(text,jsonb)",
+            "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
+        }
         # blend-not: max without a NOT
         assert ") / 10 AS" not in plan_statement(synth_dsn, disjunction)
         with connect(synth_dsn) as conn:
@@ -558,6 +587,7 @@ def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
     assert {f for f in old if old[f] != head[f]} == {
         "pglogic._plan(text,jsonb)",
         "pglogic.search_plan(text,jsonb)",
+        "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
     }
     assert "passage" not in old["pglogic._plan(text,jsonb)"]
     migrate.upgrade(dsn)

@@ -1121,37 +1121,41 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     document's own words). A text with an own-vector weight (``own_weights``: with ``blend``,
     and ``blend-not`` / ``blend-not-or`` in a formula with a negated term, a positive text's
     similarity is the mean of that and the document's own vector's; with ``blend-not-or`` in
-    a disjunction, a tenth of the own vector's) blends them: the documents' vectors join the
-    grouped rows afterwards, so the grouping never carries them. With
-    ``Source.own_nullable``, a row whose own vector is NULL takes its best passage alone."""
+    a disjunction, a tenth of the own vector's) blends them. Whatever reads the document's own
+    row (its vector for a blend; its words for a lexical truth or a mention's floor,
+    :func:`_floored`) is added after the grouping, the documents joined again, so the grouping
+    reads only the documents' ids and never carries their vectors or words
+    (``bench/results/not_mention_latency.md``). With ``Source.own_nullable``, a row whose own
+    vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
     texts: list[tuple[str | None, str, str]] = [
         (t, f"v{i}", f"s{i}") for t, i in parts.index.items()
     ]
     if parts.mode == "sqo":
         texts.append((None, GUIDE, "sq"))
-    inner: list[sql.Composable] = []
-    for t, v, n in texts:
-        best = _best_passage(src, pre, v)
-        if t is not None and parts.index[t] in parts.mentions:  # (never blended: negated-only)
-            best = _floored(best, src, pre, parts.index[t], parts.opts.not_mention)
-        inner.append(sql.SQL("{} AS {}").format(best, sql.Identifier(n)))
-    inner += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
+    inner = [
+        sql.SQL("{} AS {}").format(_best_passage(src, pre, v), sql.Identifier(n))
+        for _, v, n in texts
+    ]
     p = sql.Identifier("p")
     grouped = sql.SQL(
-        "SELECT {id}, {inner} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
+        "SELECT {cols} FROM {source} JOIN {passages} p ON {p}.{doc} = {id}"
         " WHERE {emb} IS NOT NULL AND {where} GROUP BY {id}"
     ).format(
-        id=src.col(src.id), inner=sql.SQL(", ").join(inner), source=source,
+        cols=sql.SQL(", ").join([src.col(src.id), *inner]), id=src.col(src.id), source=source,
         passages=src.passages, p=p, doc=sql.Identifier(src.passage_doc),
         emb=sql.SQL("{}.{}").format(p, sql.Identifier(src.passage_vector)), where=where,
     )  # fmt: skip
     weights = own_weights(parts.tree, [t for t, _, _ in texts], parts.opts.passage_score)
-    if not any(weights):
+    if not (any(weights) or parts.mentions or parts.lexical):
         return grouped
     outer: list[sql.Composable] = []
-    for (_, v, n), w in zip(texts, weights, strict=True):
+    for (t, v, n), w in zip(texts, weights, strict=True):
         col = sql.Identifier("b", n)
+        if t is not None and parts.index[t] in parts.mentions:  # (never blended: negated-only)
+            floored = _floored(col, src, pre, parts.index[t], parts.opts.not_mention)
+            outer.append(sql.SQL("{} AS {}").format(floored, sql.Identifier(n)))
+            continue
         if not w:
             outer.append(col)
             continue
@@ -1161,7 +1165,7 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
                 src.col(src.embedding), col, item
             )
         outer.append(sql.SQL("{} AS {}").format(item, sql.Identifier(n)))
-    outer += [sql.Identifier("b", f"l{j}") for j in range(len(parts.lexical))]
+    outer += [_lexical_truth(src, pre, j, parts.opts.lexical) for j in range(len(parts.lexical))]
     joined = 'SELECT {b_id}, {outer} FROM ({grouped}) "b" JOIN {from_} ON {id} = {b_id}'
     return sql.SQL(joined).format(
         b_id=sql.Identifier("b", src.id), outer=sql.SQL(", ").join(outer), grouped=grouped,

@@ -1,0 +1,51 @@
+"""``pglogic.search()`` over passages reads a document's words after grouping its passages, as the
+Python search does: the same scores, less work.
+
+Applies ``versions/sql/0016_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). The change, from ``bench/results/not_mention_latency.md``:
+
+- over passages, the floor of ``"not_mention"`` (0015) and the lexical truths (0007) are
+  computed after the ``GROUP BY`` the document, from the document's row joined again (as the
+  blends' own vectors have been since 0012), instead of inside the grouping. The grouping then
+  reads only the documents' ids (an index-only scan) and no longer carries each document's
+  ``tsv`` through it. The floor applies to the best passage's similarity either way, so every
+  score is the same (``pglogic.engine.compile._passage_sims``).
+- Only ``pglogic._plan`` changes; no function changes its arguments or result type.
+
+Downgrading applies 0015's ``0015_search.sql`` again.
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-11-27
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0016"
+down_revision = "0015"
+branch_labels = None
+depends_on = None
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0016_search.sql"))
+
+
+def downgrade() -> None:
+    _run(_frozen("0015_search.sql"))
