@@ -21066,8 +21066,9 @@ UPDATE pglogic_alembic_version SET version_num='0015' WHERE pglogic_alembic_vers
 -- column s{i} is GREATEST(the similarity, CASE WHEN the words match THEN not_mention END).
 -- Since migration 0016, over passages, that floor and the lexical truths are computed after the
 -- GROUP BY, from the document's row joined again (as the blends' own vectors are), so that the
--- grouping reads the documents' ids alone: the same scores, a third to a tenth of the floor's
--- cost (bench/results/not_mention_latency.md).
+-- grouping reads the documents' ids alone (and, with a filter, what it tests); pglogic.search
+-- binds $7 as a regconfig. The same scores, about a fifth of the floor's cost
+-- (bench/results/not_mention_latency.md).
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -23151,9 +23152,12 @@ RETURN (
                                         '$2 vector: the guide vector', '$3 integer: depth',
                                         '$4 integer: gdepth', '$5 integer: k',
                                         '$6 text[]: the filters'' parameters',
-                                        '$7 text: the text search configuration of the '
-                                        'lexical index',
-                                        '$8 text[]: the lexical terms ($8[j]: lexical term j)'),
+                                        '$7 regconfig: the text search configuration of '
+                                        'the lexical index (text works too, slower: since '
+                                        '0016)',
+                                        '$8 text[]: the lexical terms ($8[j]: lexical term j)',
+                                        '$9 text[]: the scored texts ($9[i]: text i, whose '
+                                        'words floor a negated term: since 0015)'),
         'plan', p.plan,
         'terms', to_jsonb(p.terms),
         'candidate_terms', to_jsonb(p.candidate_terms),

@@ -39,7 +39,7 @@ FROZEN_SHA256 = {
     "0013_search.sql": "03b0b59ecefa3a35808d80e5f44ba434df60db23eb61c0873285f467ed404f09",
     "0014_search.sql": "add7c7f527136b73fe3c8cd8b1376eb93f7859bb1a2cb1953e64134564eb2f7e",
     "0015_search.sql": "6c381177d3230c6f9fba85fda21663cc1c26a40f63e7b027bd542cb62e24d4cb",
-    "0016_search.sql": "c6a6b1ac6e0293482c920ee9b2144ff478bf2f240fece0dc90337d72a9214538",
+    "0016_search.sql": "1cb51a121358cfef1e41f5151cd487dc3531815e7e0923fa776861f805cd23f9",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -172,10 +172,11 @@ def test_migration_0014_adds_the_option_and_downgrades(neg_dsn: str) -> None:
         migrate.downgrade(neg_dsn, "0013")
         old = all_functions(neg_dsn)
         assert set(head) - set(old) == NEW_IN_0014
-        # (pglogic.search: since 0016, which binds $7 as a regconfig)
+        # (pglogic.search and search_plan: since 0016, which binds $7 as a regconfig)
         assert {f for f in old if old[f] != head[f]} == {
             "pglogic._plan(text,jsonb)",
             "pglogic.search(text,jsonb)",
+            "pglogic.search_plan(text,jsonb)",
         }
         with connect(neg_dsn) as conn:
             exc = sql_error(conn, "neg", rendered)
@@ -271,6 +272,7 @@ def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: st
         assert {f for f in mid if mid[f] != head[f]} == {
             "pglogic._plan(text,jsonb)",
             "pglogic.search(text,jsonb)",
+            "pglogic.search_plan(text,jsonb)",
         }
         migrate.downgrade(neg_dsn, "0014")
         old = all_functions(neg_dsn)

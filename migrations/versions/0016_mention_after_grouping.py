@@ -1,5 +1,6 @@
 """``pglogic.search()`` over passages reads a document's words after grouping its passages, as the
-Python search does: the same scores, less work.
+Python search does, and binds the text search configuration as a ``regconfig``: the same scores,
+less work.
 
 Applies ``versions/sql/0016_search.sql``, the frozen text of ``sql/search.sql`` at this revision
 (every statement in it is idempotent). The change, from ``bench/results/not_mention_latency.md``:
@@ -7,10 +8,15 @@ Applies ``versions/sql/0016_search.sql``, the frozen text of ``sql/search.sql`` 
 - over passages, the floor of ``"not_mention"`` (0015) and the lexical truths (0007) are
   computed after the ``GROUP BY`` the document, from the document's row joined again (as the
   blends' own vectors have been since 0012), instead of inside the grouping. The grouping then
-  reads only the documents' ids (an index-only scan) and no longer carries each document's
-  ``tsv`` through it. The floor applies to the best passage's similarity either way, so every
-  score is the same (``pglogic.engine.compile._passage_sims``).
-- Only ``pglogic._plan`` changes; no function changes its arguments or result type.
+  reads only the documents' ids (an index-only scan; with a filter, also what it tests) and no
+  longer carries each document's ``tsv`` through it. The floor applies to the best passage's
+  similarity either way, so every score is the same (``pglogic.engine.compile._passage_sims``).
+- ``pglogic.search`` binds ``$7``, the text search configuration, as a ``regconfig``: bound as
+  text, the statement's ``$7::regconfig`` looked the configuration up again for every row it
+  matched (about 2 ms of a Reuters NOT query). ``pglogic.search_plan`` says so in its list of
+  parameters, which now names ``$9`` too.
+- ``pglogic._plan``, ``pglogic.search`` and ``pglogic.search_plan`` change; no function changes
+  its arguments or result type.
 
 Downgrading applies 0015's ``0015_search.sql`` again.
 

@@ -1124,8 +1124,8 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     a disjunction, a tenth of the own vector's) blends them. Whatever reads the document's own
     row (its vector for a blend; its words for a lexical truth or a mention's floor,
     :func:`_floored`) is added after the grouping, the documents joined again, so the grouping
-    reads only the documents' ids and never carries their vectors or words
-    (``bench/results/not_mention_latency.md``). With ``Source.own_nullable``, a row whose own
+    reads only the documents' ids (and what a filter tests) and never carries their vectors or
+    words (``bench/results/not_mention_latency.md``). With ``Source.own_nullable``, a row whose own
     vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
     texts: list[tuple[str | None, str, str]] = [
