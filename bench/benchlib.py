@@ -298,6 +298,16 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
+def stats_ms(v: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 (``statistics.quantiles``, exclusive) of durations already in milliseconds.
+
+    Example:
+        >>> stats_ms([float(x) for x in range(1, 101)])["p50_ms"]
+        50.5
+    """
+    return {"p50_ms": statistics.median(v), "p95_ms": statistics.quantiles(v, n=20)[18]}
+
+
 @contextmanager
 def timer() -> Iterator[list[float]]:
     """``with timer() as t: ...`` then ``t[0]`` is the elapsed time in seconds."""

@@ -21,7 +21,6 @@ Writes ``bench/results/not_context_latency.{json,md}``.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from benchlib import (
     md_table,
     results_main,
     server_dsn,
+    stats_ms,
 )
 from quality import database
 
@@ -57,10 +57,6 @@ DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 SETTINGS = (0.0, DEFAULT_NOT_CONTEXT)
 QUERIES = 120
 PATHS = ("PgLogic.search", "pglogic.search (SQL)", "pglogic._plan (SQL)")
-
-
-def _stats(v: list[float]) -> dict[str, float]:
-    return {"p50_ms": statistics.median(v), "p95_ms": statistics.quantiles(v, n=20)[18]}
 
 
 def run() -> dict[str, Any]:
@@ -106,7 +102,7 @@ def run() -> dict[str, Any]:
                             conn.commit()
                             times[(path, lam)].append(1000 * (time.perf_counter() - t0))
         rows[name] = {
-            path: {f"{lam:g}": _stats(times[(path, lam)]) for lam in SETTINGS} for path in PATHS
+            path: {f"{lam:g}": stats_ms(times[(path, lam)]) for lam in SETTINGS} for path in PATHS
         } | {"queries": len(queries)}
         print(name, rows[name], flush=True)
     return {"machine_line": machine_line(), "cpu_busy_before": busy, "queries": QUERIES,

@@ -67,6 +67,7 @@ from benchlib import (
     machine_md,
     md_table,
     server_dsn,
+    stats_ms,
     write_results,
 )
 from lexical_latency import (
@@ -90,7 +91,7 @@ from pglogic.engine.negation import DEFAULT_NOT_MENTION
 from pglogic.engine.render import search_json
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
-from pglogic.query import And, Node, Not, Or, negated_only_terms, parse
+from pglogic.query import negated_only_terms, parse
 from pglogic.store import server
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
@@ -106,30 +107,6 @@ SCALE_HOME = Path("/work/lexical-bench-100k")
 SCALE_KS = (10, 100)
 #: The queries per corpus whose plans are read (EXPLAIN), each in both settings.
 EXPLAINED = 10
-
-
-def has_not(node: Node) -> bool:
-    """Whether ``node`` holds a NOT anywhere.
-
-    Example:
-        >>> has_not(parse('"a" AND NOT "b"')), has_not(parse('"a" OR "b"'))
-        (True, False)
-    """
-    if isinstance(node, Not):
-        return True
-    if isinstance(node, And | Or):
-        return any(has_not(c) for c in node.children)
-    return False
-
-
-def stats_ms(v: list[float]) -> dict[str, float]:
-    """p50 and p95 of milliseconds.
-
-    Example:
-        >>> stats_ms([float(x) for x in range(1, 101)])["p50_ms"]
-        50.5
-    """
-    return {"p50_ms": statistics.median(v), "p95_ms": statistics.quantiles(v, n=20)[18]}
 
 
 def paired_delta(on: list[float], off: list[float]) -> float:
@@ -165,7 +142,7 @@ def run_real() -> dict[str, Any]:
     for name in DATASETS:
         derived = derive_queries(load_dataset(SHARED_DATA / name), per_template=30)
         corpus = f"eval_{name}"
-        queries = [q for q in derived.queries if has_not(q.tree)][:QUERIES]
+        queries = [q for q in derived.queries if q.n_negations][:QUERIES]
         info = api.corpus(corpus)
         compiled = {q.id: api.compile(corpus, q.tree, SearchOptions(k=100)) for q in queries}
         floored = [q.id for q in queries if compiled[q.id].mentions]

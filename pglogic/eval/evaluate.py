@@ -176,6 +176,12 @@ def default_families() -> list[OperatorFamily]:
     return list(out.values())
 
 
+def _is_default(family: OperatorFamily) -> bool:
+    """Whether ``family`` is the engine's default family (the one the engine's own scoring
+    options go with)."""
+    return family.spec == PRESETS[DEFAULT_FAMILY].spec
+
+
 def and_text_for(family: OperatorFamily) -> int:
     """The ``and_text`` weight an evaluation runs ``family`` with: the engine's default for the
     default family, 0 (the operators alone) for every other.
@@ -184,7 +190,7 @@ def and_text_for(family: OperatorFamily) -> int:
         >>> and_text_for(PRESETS[DEFAULT_FAMILY]), and_text_for(PRESETS["product-max"])
         (4, 0)
     """
-    return DEFAULT_AND_TEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0
+    return DEFAULT_AND_TEXT if _is_default(family) else 0
 
 
 def not_context_for(family: OperatorFamily) -> float:
@@ -195,7 +201,7 @@ def not_context_for(family: OperatorFamily) -> float:
         >>> not_context_for(PRESETS[DEFAULT_FAMILY]), not_context_for(PRESETS["itlr"])
         (0.5, 0.0)
     """
-    return DEFAULT_NOT_CONTEXT if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0.0
+    return DEFAULT_NOT_CONTEXT if _is_default(family) else 0.0
 
 
 def not_mention_for(family: OperatorFamily) -> float:
@@ -206,7 +212,7 @@ def not_mention_for(family: OperatorFamily) -> float:
         >>> not_mention_for(PRESETS[DEFAULT_FAMILY]), not_mention_for(PRESETS["itlr"])
         (0.4, 0.0)
     """
-    return DEFAULT_NOT_MENTION if family.spec == PRESETS[DEFAULT_FAMILY].spec else 0.0
+    return DEFAULT_NOT_MENTION if _is_default(family) else 0.0
 
 
 def corpus_name_for(
