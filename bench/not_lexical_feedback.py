@@ -83,13 +83,13 @@ def lexemes(
         rows = conn.execute(
             sql.SQL("SELECT external_id, tsvector_to_array(tsv) FROM {}").format(corpus.table)
         ).fetchall()
-        own = {
-            t: conn.execute(
-                "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))",
-                (corpus.lexical_config, t),
-            ).fetchone()[0]  # type: ignore[index]
-            for t in texts
-        }
+        own = dict(
+            conn.execute(  # every text's lexemes in one round trip
+                "SELECT t, tsvector_to_array(to_tsvector(%s::regconfig, t))"
+                " FROM unnest(%s::text[]) AS t",
+                (corpus.lexical_config, texts),
+            ).fetchall()
+        )
     vocab: dict[str, int] = {}
     words = {str(d): [vocab.setdefault(w, len(vocab)) for w in ws or []] for d, ws in rows}
     indptr, cols = [0], []
