@@ -25,6 +25,11 @@ term's similarity; the mean s of d's 10 nearest documents; the lexical feedback 
 and s times it. Models: logistic regression (standardised, classes balanced) and gradient-boosted
 trees; each query weighs the same.
 
+On arXiv, whose labels list a paper's primary category first and its cross-lists after, the
+traps are also split by whether the negated category is the paper's primary one: how many of each
+kind dense retrieval and the default rank in their top 10 (NOT queries with one negated term),
+and the similarity's AUC for each kind against the relevant documents.
+
 Reported per corpus: the mean within-query AUC (traps against relevant), and the NOT queries'
 nDCG@10 / NegRecall@10 when each candidate's negated similarity is replaced by the model's
 probability of *trap* (the most probable, with several negated terms), NOT (1 − p)^γ, ranked
@@ -40,6 +45,7 @@ among the candidates; against the default ranked the same way.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from dataclasses import dataclass
@@ -49,7 +55,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, machine_line, md_table
+from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
 from family_losses import mean_of, scored_runs
 from feedback import auc
 from frontier import REAL
@@ -170,6 +176,47 @@ def load(dsn: str, name: str) -> list[Query]:
             [ex.ids[j] for j in np.argsort(-dense, kind="stable")[:K]],
         ))  # fmt: skip
     return out
+
+
+def primary_split(dsn: str, name: str = "arxiv_0704") -> dict[str, Any]:
+    """Traps whose negated category is the paper's primary one (its first label) against those
+    that carry it as a cross-list only: how many dense retrieval and the default rank in their top
+    10, and the default's negated similarity's AUC for each kind against the relevant documents
+    (NOT queries with one negated term, both kinds of document)."""
+    with gzip.open(SHARED_DATA / name / "corpus.jsonl.gz", "rt") as f:
+        first = {r["id"]: r["labels"][0] for r in map(json.loads, f) if r["labels"]}
+    ex = load_exact(dsn, name)
+    negs = sorted({t for q in ex.derived.queries for t in negated_only_terms(q.tree)})
+    said = mentions(dsn, name, ex.ids, negs)
+    where = {d: i for i, d in enumerate(ex.ids)}
+    top10 = {m: {"primary": 0, "cross-list": 0} for m in ("dense", "default")}
+    aucs: dict[str, list[float]] = {"primary": [], "cross-list": []}
+    count = {"primary": 0, "cross-list": 0}
+    n = 0
+    for q, tree in zip(ex.derived.queries, ex.trees, strict=True):
+        negated = negated_only_terms(q.tree)
+        if len(negated) != 1 or not (q.negatives and q.relevant):
+            continue
+        n += 1
+        t = negated[0]
+        kind = {d: "primary" if first[d] == q.term_labels[t] else "cross-list" for d in q.negatives}
+        sims = ex.similarities(q.tree, tree)
+        sims[t] = np.maximum(sims[t], DEFAULT_NOT_MENTION * said[t])
+        default = evaluate_numpy(tree, sims, "and=product,or=max,not=complement^1.25")
+        dense = ex.docs @ ex.vecs[q.text]
+        for m, v in (("dense", dense), ("default", default)):
+            for j in np.argsort(-v, kind="stable")[:10]:
+                if ex.ids[j] in kind:
+                    top10[m][kind[ex.ids[j]]] += 1
+        rel = [where[d] for d in q.relevant]
+        for k in aucs:
+            grp = [where[d] for d in q.negatives if kind[d] == k]
+            count[k] += len(grp)
+            if grp:
+                y = np.r_[np.ones(len(grp), bool), np.zeros(len(rel), bool)]
+                aucs[k].append(auc(sims[t][np.r_[grp, rel]], y))
+    return {"dataset": name, "queries": n, "traps": count, "top10": top10,
+            "auc": {k: float(np.mean(v)) for k, v in aucs.items()}}  # fmt: skip
 
 
 def training_rows(queries: list[Query]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -335,6 +382,23 @@ def to_markdown(data: dict[str, Any]) -> str:
     for n in names:
         d = res[n]["default"]["dense"]
         lines.append(f"- {n} ({res[n]['queries']} queries): {d['ndcg']:.3f} / {d['negrecall']:.3f}")
+    if p := data.get("primary"):
+        d, t = p["top10"]["dense"], p["top10"]["default"]
+        lines += [
+            "",
+            f"## {p['dataset']}: traps of the primary category and of a cross-list",
+            "",
+            f"NOT queries with one negated term: {p['queries']}. A trap is *primary* when the "
+            "negated category is the paper's primary one (its first label), *cross-list* when "
+            "the paper carries it as a cross-list only.",
+            "",
+            md_table(
+                ["traps", "all", "in dense's top 10", "in the default's top 10", "kept out",
+                 "AUC against the relevant documents"],
+                [[k, p["traps"][k], d[k], t[k], f"{1 - t[k] / d[k]:.0%}" if d[k] else "",
+                  f"{p['auc'][k]:.3f}"] for k in ("primary", "cross-list")],
+            ),
+        ]  # fmt: skip
     lines += ["", "## Each feature alone: mean within-query AUC", ""]
     lines.append(md_table(["feature", *names],
                           [[f, *(f"{res[n]['feature_auc'][f]:.3f}" for n in names)]
@@ -356,7 +420,8 @@ def main() -> None:
         if not args.dsn:
             ap.error("--dsn is needed to run (or --render)")
         loaded = {n: load(args.dsn, n) for n in REAL}
-        data = {"machine_line": machine_line(), "results": evaluate(loaded)}
+        data = {"machine_line": machine_line(), "results": evaluate(loaded),
+                "primary": primary_split(args.dsn)}  # fmt: skip
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
     jp.write_text(json.dumps(data, indent=1) + "\n")
