@@ -345,18 +345,34 @@ def write_results(name: str, data: dict[str, Any], markdown: str) -> tuple[Path,
 def results_main(
     name: str,
     doc: str | None,
-    run: Callable[[], dict[str, Any]],
+    run: Callable[..., dict[str, Any]],
     markdown: Callable[[dict[str, Any]], str],
+    *,
+    dsn: bool = False,
 ) -> None:
     """The command line of a benchmark written as ``bench/results/<name>.{json,md}``: run it,
-    or ``--render`` the Markdown again from the JSON; ``--conclusions FILE`` adds a section."""
+    or ``--render`` the Markdown again from the JSON; ``--conclusions FILE`` adds a section.
+    With ``dsn``, running needs ``--dsn DSN`` and calls ``run(DSN)``.
+
+    Example:
+        >>> results_main("not_trap_classifier", __doc__, run, to_markdown, dsn=True)  # doctest: +SKIP
+    """
     import argparse
 
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    if dsn:
+        ap.add_argument("--dsn", help="the database holding the corpora (needed to run)")
     ap.add_argument("--render", action="store_true", help="only the Markdown, from the JSON")
     ap.add_argument("--conclusions", type=Path, help="a Markdown file of conclusions to add")
     args = ap.parse_args()
-    data = json.loads((RESULTS_DIR / f"{name}.json").read_text()) if args.render else run()
+    if args.render:
+        data = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+    elif dsn:
+        if not args.dsn:
+            ap.error("--dsn is needed to run (or --render)")
+        data = run(args.dsn)
+    else:
+        data = run()
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
     write_results(name, data, markdown(data))

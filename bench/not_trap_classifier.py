@@ -44,7 +44,6 @@ among the candidates; against the default ranked the same way.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -55,7 +54,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import RESULTS_DIR, SHARED_DATA, machine_line, md_table
+from benchlib import SHARED_DATA, machine_line, md_table, results_main
 from family_losses import mean_of, scored_runs
 from feedback import auc
 from frontier import REAL
@@ -406,27 +405,16 @@ def to_markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run(dsn: str) -> dict[str, Any]:
+    """Load the real corpora of ``dsn``, fit and score every model; the arXiv split."""
+    loaded = {n: load(dsn, n) for n in REAL}
+    return {"machine_line": machine_line(), "results": evaluate(loaded),
+            "primary": primary_split(dsn)}  # fmt: skip
+
+
 def main() -> None:
     """The command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--dsn")
-    ap.add_argument("--render", action="store_true")
-    ap.add_argument("--conclusions", type=Path)
-    args = ap.parse_args()
-    jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
-    if args.render:
-        data = json.loads(jp.read_text())
-    else:
-        if not args.dsn:
-            ap.error("--dsn is needed to run (or --render)")
-        loaded = {n: load(args.dsn, n) for n in REAL}
-        data = {"machine_line": machine_line(), "results": evaluate(loaded),
-                "primary": primary_split(args.dsn)}  # fmt: skip
-    if args.conclusions:
-        data["conclusions"] = args.conclusions.read_text()
-    jp.write_text(json.dumps(data, indent=1) + "\n")
-    mp.write_text(to_markdown(data))
-    print(mp.read_text())
+    results_main(NAME, __doc__, run, to_markdown, dsn=True)
 
 
 if __name__ == "__main__":
