@@ -193,6 +193,18 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     return float((ranks[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+def trap_auc(scores: np.ndarray, traps: list[int], relevant: list[int]) -> float:
+    """The ROC AUC of ``scores`` for a NOT query's trap documents (rows ``traps``) against its
+    relevant ones (rows ``relevant``): how well the scores tell them apart (0.5: not at all).
+
+    Example:
+        >>> trap_auc(np.array([0.9, 0.1, 0.5, 0.5]), [0, 2], [1, 3])
+        0.875
+    """
+    rows = np.array([*traps, *relevant], dtype=np.int64)
+    return auc(scores[rows], np.r_[np.ones(len(traps), bool), np.zeros(len(relevant), bool)])
+
+
 AUC_SETTINGS = {"raw": None, "m=10, β=0.5": (10, 0.5), "m=10, β=1": (10, 1.0),
                 "m=20, β=2": (20, 2.0), "centroid of 10": (10, INF),
                 "centroid of 50": (50, INF)}  # fmt: skip

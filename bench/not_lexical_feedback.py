@@ -41,7 +41,7 @@ from scipy import sparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import datasets_main, md_table
-from feedback import auc
+from feedback import trap_auc
 from frontier import REAL
 from not_mention import mentions
 from not_signals import load_exact, positive_part
@@ -81,7 +81,9 @@ def lexemes(
                 f"eval_{name} has no lexical index: pglogic corpus lexical eval_{name}"
             )
         rows = conn.execute(
-            sql.SQL("SELECT external_id, tsvector_to_array(tsv) FROM {}").format(corpus.table)
+            sql.SQL(
+                "SELECT external_id, tsvector_to_array(tsv) FROM {} ORDER BY external_id"
+            ).format(corpus.table)
         ).fetchall()
         own = dict(
             conn.execute(  # every text's lexemes in one round trip
@@ -140,8 +142,6 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
         negated = negated_only_terms(q.tree)
         if not (rel and trap and negated):
             continue
-        rows = np.array(trap + rel)
-        is_trap = np.r_[np.ones(len(trap), bool), np.zeros(len(rel), bool)]
         sims = ex.similarities(q.tree, tree)
         s = np.max([sims[t] for t in negated], axis=0)
         floor = np.max([np.maximum(sims[t], DEFAULT_NOT_MENTION * said[t]) for t in negated], 0)
@@ -159,7 +159,7 @@ def run_dataset(dsn: str, name: str) -> dict[str, Any]:
             for b in BETAS:
                 scores[f"s + {b:g}·m: {setting(w, p, n)}"] = s + b * m
         for k, v in scores.items():
-            out.setdefault(k, []).append(auc(v[rows], is_trap))
+            out.setdefault(k, []).append(trap_auc(v, trap, rel))
     return {"dataset": name, "queries": len(out["s"]),
             "auc": {k: float(np.mean(v)) for k, v in out.items()}}  # fmt: skip
 

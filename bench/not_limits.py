@@ -58,7 +58,7 @@ from scipy.stats import wilcoxon
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BENCH_DIR, SHARED_DATA, machine_line, md_table, results_main
-from feedback import NOT_POWER, Candidate, auc, combine, load, negated_terms
+from feedback import NOT_POWER, Candidate, auc, combine, load, negated_terms, trap_auc
 from feedback import Corpus as Vectors
 from feedback import score as feedback_score
 from frontier import REAL, metrics
@@ -222,10 +222,7 @@ def separation(c: Vectors, sims: dict[str, Callable[[str], np.ndarray]]) -> dict
             trap = [where[d] for d in q["negatives"] if d in where]
             if rel and trap:
                 s = np.max([sim(t) for t in negated_terms(q["tree"])], axis=0)
-                idx = np.array(rel + trap)
-                within.append(
-                    auc(s[idx], np.r_[np.zeros(len(rel), bool), np.ones(len(trap), bool)])
-                )
+                within.append(trap_auc(s, trap, rel))
         out[name] = {"overall": float(np.mean(overall)), "within": float(np.mean(within)),
                      "queries": len(within)}  # fmt: skip
     return out

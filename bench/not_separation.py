@@ -50,7 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, datasets_main, md_table
 from family_losses import mean_of, scored_runs
-from feedback import auc
+from feedback import auc, trap_auc
 from frontier import REAL
 from not_signals import DEFAULT_GAMMA, PER_TEMPLATE, POOL, Exact, load_exact, positive_part
 
@@ -113,8 +113,7 @@ def _within(q: EvalQuery, sims: dict[str, np.ndarray], where: dict[str, int]) ->
     trap = [where[d] for d in q.negatives if d in where]
     if not (rel and trap):
         return None
-    s = np.max([sims[t] for t in negated_only_terms(q.tree)], axis=0)[rel + trap]
-    return auc(s, np.r_[np.zeros(len(rel), bool), np.ones(len(trap), bool)])
+    return trap_auc(np.max([sims[t] for t in negated_only_terms(q.tree)], axis=0), trap, rel)
 
 
 def _overall(

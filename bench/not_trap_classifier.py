@@ -56,7 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SHARED_DATA, machine_line, md_table, results_main
 from family_losses import mean_of, scored_runs
-from feedback import auc
+from feedback import auc, trap_auc
 from frontier import REAL
 from not_lexical_feedback import lexemes, signature
 from not_mention import mentions
@@ -212,8 +212,7 @@ def primary_split(dsn: str, name: str = "arxiv_0704") -> dict[str, Any]:
             grp = [where[d] for d in q.negatives if kind[d] == k]
             count[k] += len(grp)
             if grp:
-                y = np.r_[np.ones(len(grp), bool), np.zeros(len(rel), bool)]
-                aucs[k].append(auc(sims[t][np.r_[grp, rel]], y))
+                aucs[k].append(trap_auc(sims[t], grp, rel))
     return {"dataset": name, "queries": n, "traps": count, "top10": top10,
             "auc": {k: float(np.mean(v)) for k, v in aucs.items()}}  # fmt: skip
 
