@@ -60,6 +60,10 @@
 -- grouping reads the documents' ids alone (and, with a filter, what it tests); pglogic.search
 -- binds $7 as a regconfig. The same scores, about a fifth of the floor's cost
 -- (bench/results/not_mention_latency.md).
+-- Since migration 0017 bad input is refused with SQLSTATE 22023 where it slipped through: a
+-- "depth" outside 1..100000 (0 returned no rows), a query node with keys its schema does not
+-- have, a vector pgvector cannot read (pglogic._vector names its term), a complement^G exponent
+-- past a double's range.
 -- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
 -- options.
 --
@@ -140,6 +144,35 @@ BEGIN
 END
 $fn$;
 
+-- A vector given in JSON (an array of numbers, or pgvector's text in a string) as a vector; since
+-- migration 0017 what pgvector cannot read is an invalid value (22023) that names what it was for,
+-- not a raw cast error that echoes the whole input. The dimension is checked by the caller.
+CREATE OR REPLACE FUNCTION pglogic._vector(v jsonb, what text)
+RETURNS vector
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    IF jsonb_typeof(v) = 'array' THEN
+        IF EXISTS (SELECT FROM jsonb_array_elements(v) AS x(e) WHERE jsonb_typeof(e) <> 'number')
+        THEN
+            RAISE EXCEPTION 'Invalid vector for %: expected an array of numbers, got %', what,
+                pglogic._show(v) USING ERRCODE = '22023';
+        END IF;
+        RETURN v::text::vector;
+    END IF;
+    RETURN (v #>> '{}')::vector;
+EXCEPTION
+    WHEN data_exception OR program_limit_exceeded THEN
+        IF SQLSTATE = '22023' THEN
+            RAISE;
+        END IF;
+        RAISE EXCEPTION 'Invalid vector for %: %, got %', what,
+            CASE SQLSTATE WHEN '22003' THEN 'a number is out of range'
+                          WHEN '54000' THEN 'more than 16,000 dimensions'
+                          ELSE regexp_replace(SQLERRM, ':.*$', '') END,
+            pglogic._show(v) USING ERRCODE = '22023';
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION pglogic._bool_option(opts jsonb, name text, dflt boolean)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
@@ -167,14 +200,20 @@ DECLARE
         WHEN 'not' THEN ARRAY['complement', 'reciprocal']
     END;
     g double precision;
+    given numeric;
 BEGIN
     -- since migration 0006: the NOT (1 - x)^G (pglogic.engine.operators.complement_power)
     IF kind = 'not' AND name ~ '^complement\^[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?$' THEN
-        g := substr(name, 12)::double precision;
-        IF NOT (g > 0 AND g <= 100) THEN
+        -- read as numeric first (since 0017): an exponent past a double's range is out of range
+        -- like any other, not a failed cast
+        given := substr(name, 12)::numeric;
+        IF NOT (given > 0 AND given <= 100) THEN
             RAISE EXCEPTION 'The exponent of complement^G must be in (0, 100], got % in operator '
-                'family %', pglogic._float_text(g), quote_literal(spec) USING ERRCODE = '22023';
+                'family %', CASE WHEN given > 1e300 THEN substr(name, 12)
+                                 ELSE pglogic._float_text(given::double precision) END,
+                quote_literal(spec) USING ERRCODE = '22023';
         END IF;
+        g := given::double precision;
         RETURN CASE WHEN g = 1 THEN 'complement' ELSE 'complement^' || pglogic._float_text(g) END;
     END IF;
     IF valid IS NULL THEN
@@ -472,6 +511,13 @@ BEGIN
         RETURN acc || jsonb_build_array(jsonb_build_object('match', t, 'positive', positive));
     END IF;
     IF node ? 'term' THEN
+        -- since migration 0017 a node's other keys are refused, as the documented schema says
+        -- (a "term" beside an "op" dropped the operator without a word)
+        IF EXISTS (SELECT FROM jsonb_object_keys(node) AS x(key) WHERE key NOT IN ('term', 'vector'))
+        THEN
+            RAISE EXCEPTION 'Invalid query node %: a term is {"term": "text"} with an optional '
+                '"vector", no other key', pglogic._show(node) USING ERRCODE = '22023';
+        END IF;
         IF jsonb_typeof(node -> 'term') <> 'string' OR btrim(node ->> 'term') = '' THEN
             RAISE EXCEPTION 'Invalid term %: a term is a non-blank string',
                 pglogic._show(node -> 'term')
@@ -505,6 +551,11 @@ BEGIN
             pglogic._show(node) USING ERRCODE = '22023';
     END IF;
     op := lower(node ->> 'op');
+    IF EXISTS (SELECT FROM jsonb_object_keys(node) AS x(key) WHERE key NOT IN ('op', 'arg', 'args'))
+       OR (op IN ('and', 'or') AND node ? 'arg') OR (node ? 'arg' AND node ? 'args') THEN
+        RAISE EXCEPTION 'Invalid query node %: an operator is {"op": "and"|"or", "args": [...]} or '
+            '{"op": "not", "arg": ...}, no other key', pglogic._show(node) USING ERRCODE = '22023';
+    END IF;
     IF op = 'not' THEN
         child := node -> 'arg';
         IF child IS NULL AND jsonb_typeof(node -> 'args') = 'array'
@@ -1564,6 +1615,11 @@ BEGIN
     END IF;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
+    -- since migration 0017, pglogic.engine.compile._depths' bounds (0 returned no rows)
+    IF NOT user_depth BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'Invalid depth=%: from 1 to 100,000 candidates per scan; use "exact": true '
+            'to score every document', user_depth USING ERRCODE = '22023';
+    END IF;
     ef := pglogic._int_option(opts, 'ef_search', NULL);
     term_scans := pglogic._bool_option(opts, 'term_scans', NULL);
     given_guide := opts -> 'guide';
@@ -1790,10 +1846,9 @@ BEGIN
         -- a term's vector in the tree; an AND phrase's in "vectors" (or either in the cache)
         entry := CASE WHEN i <= n_terms THEN collected -> (i - 1)
                       ELSE jsonb_build_object('vector', given -> terms[i]) END;
-        IF jsonb_typeof(entry -> 'vector') = 'array' THEN
-            vec := (entry -> 'vector')::text::vector;
-        ELSIF jsonb_typeof(entry -> 'vector') = 'string' THEN
-            vec := (entry ->> 'vector')::vector;
+        IF jsonb_typeof(entry -> 'vector') IN ('array', 'string') THEN
+            vec := pglogic._vector(entry -> 'vector', CASE WHEN i <= n_terms THEN 'term '
+                                   ELSE 'the AND text ' END || quote_literal(terms[i]));
         ELSE
             SELECT tc.embedding INTO vec FROM pglogic.term_cache tc
             WHERE tc.model = c.model AND tc.term = terms[i];
@@ -1966,8 +2021,7 @@ BEGIN
                 CASE WHEN cardinality(lexical) > 0 THEN pglogic._semantic_part(tree) ELSE tree END,
                 terms[1:n_terms], positive, vectors[1:n_terms], ops, truth);
         ELSE
-            guide := CASE WHEN jsonb_typeof(given_guide) = 'array' THEN given_guide::text::vector
-                          ELSE (given_guide #>> '{}')::vector END;
+            guide := pglogic._vector(given_guide, 'the guide');
             IF vector_dims(guide) <> c.dim THEN
                 RAISE EXCEPTION 'The guide vector has % dimensions; corpus % needs % (model %)',
                     vector_dims(guide), quote_literal(corpus), c.dim, quote_literal(c.model)

@@ -1261,6 +1261,45 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
          "Lexical terms (match:...) are scored in the fuzzy mode only, not in mode 'nsfl'"),
         ({"tree": {"term": "a", "vector": VEC}, "mode": "sqo"},
          "pglogic.search (SQL) has the fuzzy mode only, not 'sqo'"),
+        # since migration 0017: what slipped through, or failed as a raw error
+        *(({"tree": {"term": "a", "vector": VEC}, "depth": d},
+           f"Invalid depth={d}: from 1 to 100,000 candidates per scan; use \"exact\": true to "
+           "score every document") for d in (0, -5, 100001)),
+        ({"op": "not", "arg": "grain", "term": "cocoa"},  # (was read as the term: NOT dropped)
+         'Invalid query node {"op": "not", "arg": "grain", "term": "cocoa"}: a term is '
+         '{"term": "text"} with an optional "vector", no other key'),
+        ({"term": "a", "weight": 2},
+         'Invalid query node {"term": "a", "weight": 2}: a term is {"term": "text"} with an '
+         'optional "vector", no other key'),
+        *((node, f"Invalid query node {json.dumps(node)}: an operator is "
+                 '{"op": "and"|"or", "args": [...]} or {"op": "not", "arg": ...}, no other key')
+          for node in ({"op": "or", "args": ["a", "b"], "bogus": 1},
+                       {"op": "and", "arg": "a", "args": ["a", "b"]},
+                       {"op": "not", "arg": "a", "args": ["a"]})),
+        ({"term": "a", "vector": []},
+         "Invalid vector for term 'a': vector must have at least 1 dimension, got []"),
+        ({"term": "a", "vector": ["a", "b"]},
+         """Invalid vector for term 'a': expected an array of numbers, got ["a", "b"]"""),
+        ({"term": "a", "vector": [None]},
+         "Invalid vector for term 'a': expected an array of numbers, got [null]"),
+        ({"term": "a", "vector": [1e39]},
+         "Invalid vector for term 'a': a number is out of range, got [1" + "0" * 39 + "]"),
+        ({"term": "a", "vector": "[1,2"},
+         "Invalid vector for term 'a': invalid input syntax for type vector, got \"[1,2\""),
+        ({"term": "a", "vector": [0.5] * 20000},
+         "Invalid vector for term 'a': more than 16,000 dimensions, got [" + "0.5, " * 19
+         + "0..."),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC},
+                                         {"term": "b", "vector": VEC}]}, "and_text": 0,
+          "guide": "yes"},
+         "Invalid vector for the guide: invalid input syntax for type vector, got \"yes\""),
+        ({"tree": {"op": "and", "args": [{"term": "a", "vector": VEC},
+                                         {"term": "b", "vector": VEC}]},
+          "vectors": {"a and b": ["x"]}},
+         """Invalid vector for the AND text 'a and b': expected an array of numbers, got ["x"]"""),
+        ({"tree": {"term": "a", "vector": VEC}, "operators": "not=complement^1e400"},
+         "The exponent of complement^G must be in (0, 100], got 1e400 in operator family "
+         "'not=complement^1e400'"),
     ],
 )  # fmt: skip
 def test_malformed_queries_have_clear_messages(news: Conn, query: Any, expected: str) -> None:
@@ -1323,16 +1362,24 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (48, True, True)
+    assert objects() == (49, True, True)  # (0017: pglogic._vector)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (48, True, True)
+    assert objects() == (49, True, True)  # (0017: pglogic._vector)
 
 
 #: The functions migration 0014 adds (pglogic.engine.negation).
 NEW_IN_0014 = frozenset(
     {"pglogic._not_contexts(jsonb,jsonb)", "pglogic._projected(vector,vector[],double precision)"}
+)
+#: What migration 0017 adds, and changes besides pglogic._plan (refusing bad input).
+NEW_IN_0017 = frozenset({"pglogic._vector(jsonb,text)"})
+CHANGED_IN_0017 = frozenset(
+    {
+        "pglogic._check_operator(text,text,text)",
+        "pglogic._collect_terms(jsonb,boolean,jsonb,integer)",
+    }
 )
 
 
@@ -1428,6 +1475,7 @@ def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
         "pglogic._score_sql(jsonb,text[],text[],text,integer,text[])",
         "pglogic._and_text_polarity(jsonb,boolean,jsonb)",  # (since 0012)
         *NEW_IN_0014,
+        *NEW_IN_0017,
     }
     assert set(old) - set(head_functions) == {
         "pglogic._score_sql(jsonb,text[],text[],text,integer)"

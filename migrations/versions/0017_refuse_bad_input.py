@@ -1,0 +1,58 @@
+"""``pglogic.search()`` refuses bad input that slipped through, with SQLSTATE 22023 and a message
+that says what was wrong, as the Python search does:
+
+- a ``"depth"`` outside 1..100,000 (``pglogic.engine.compile._depths``' bounds): 0 returned no
+  rows, a negative depth failed with a raw ``LIMIT`` error, and ``pglogic.search_plan`` showed a
+  plan with a negative ``LIMIT``;
+- a query node with keys the documented schema does not have: ``{"op": "not", "arg": ...,
+  "term": ...}`` was read as the term and dropped the NOT without a word; a term takes ``"term"``
+  and ``"vector"``, an operator ``"op"`` with ``"args"`` (AND, OR) or ``"arg"`` (NOT);
+- a vector pgvector cannot read (empty, not numbers, out of range, over 16,000 dimensions), in a
+  term, in ``"vectors"`` or as the guide: the new ``pglogic._vector`` names what it was for and
+  shows at most 100 characters of it, where the raw cast error echoed the whole input;
+- a ``complement^G`` exponent past a double's range (``complement^1e400``) is out of range like
+  any other, not a failed cast.
+
+Applies ``versions/sql/0017_search.sql``, the frozen text of ``sql/search.sql`` at this revision
+(every statement in it is idempotent). ``pglogic._vector`` is new; ``pglogic._check_operator``,
+``pglogic._collect_terms`` and ``pglogic._plan`` change, with no change to a function's
+arguments or result type; every valid input gives the same rows.
+
+Downgrading applies 0016's ``0016_search.sql`` again and drops ``pglogic._vector``.
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-11-28
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import context, op
+
+revision = "0017"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def _frozen(name: str) -> str:
+    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
+
+
+def _run(script: str) -> None:
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+def upgrade() -> None:
+    _run(_frozen("0017_search.sql"))
+
+
+def downgrade() -> None:
+    _run(_frozen("0016_search.sql"))
+    _run("DROP FUNCTION IF EXISTS pglogic._vector(jsonb, text);")
