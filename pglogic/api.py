@@ -25,7 +25,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
-from pglogic.engine.filters import Filter
+from pglogic.engine.filters import Filter, parse_filter
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
@@ -537,7 +537,7 @@ class PgLogic:
         exact: bool = False,
         depth: int | None = None,
         ef_search: int | None = None,
-        filters: Sequence[Filter] = (),
+        filters: Sequence[Filter | str] = (),
         guide: bool = True,
         term_scans: bool | None = None,
         mode: str = "fuzzy",
@@ -559,6 +559,8 @@ class PgLogic:
         Quoted terms are semantic; ``match:word`` and ``match:"a phrase"`` are lexical terms,
         true for the documents whose words match (``lexical``: ``crisp`` 1/0, or ``rank``).
 
+        ``filters`` are parsed filters or their text forms (``"places=usa"``, ``"n>=5"``,
+        ``'{"topics": ["grain"]}'``: :func:`pglogic.engine.filters.parse_filter`).
         ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
         those of :class:`SearchOptions`. Terms cached in ``pglogic.term_cache`` for the corpus's
         model take their stored vectors: the model is loaded only when a term is not cached.
@@ -595,7 +597,7 @@ class PgLogic:
             exact=exact,
             depth=depth,
             ef_search=ef_search,
-            filters=tuple(filters),
+            filters=tuple(parse_filter(f) if isinstance(f, str) else f for f in filters),
             guide=guide,
             term_scans=term_scans,
             mode=mode,

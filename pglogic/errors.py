@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import unicodedata
+
 
 class PglogicError(Exception):
     """Base class for errors caused by input or environment, shown to users without a traceback."""
@@ -56,6 +58,23 @@ class EmbeddingError(PglogicError):
     """An embedding model that cannot be loaded or that produced unusable vectors."""
 
 
+#: How much of a long query :meth:`QuerySyntaxError.pretty` shows before and after the column.
+_BEFORE, _AFTER = 60, 40
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text``: two for a wide or full-width character, none for a combining
+    mark or a zero-width format character, one otherwise."""
+    return sum(
+        0
+        if unicodedata.category(c) in ("Mn", "Me", "Cf")
+        else 2
+        if unicodedata.east_asian_width(c) in ("W", "F")
+        else 1
+        for c in text
+    )
+
+
 class QuerySyntaxError(PglogicError):
     """A logical query that does not parse.
 
@@ -77,9 +96,25 @@ class QuerySyntaxError(PglogicError):
         self.column = column
 
     def pretty(self) -> str:
-        """Return the message, the query and a caret under the offending column."""
-        line = self.query.replace("\n", " ")
-        return f"{self.message}\n  {line}\n  {' ' * (self.column - 1)}^"
+        """Return the message, the query and a caret under the offending column: control
+        characters (tabs, newlines) shown as spaces, the caret placed by display width (a wide
+        CJK character or emoji takes two columns, a combining mark none), and a long query cut
+        to the part around the column.
+
+        Example:
+            >>> print(QuerySyntaxError("x", query='"日本"\tAND (', column=10).pretty())
+            x
+              "日本" AND (
+                         ^
+        """
+        chars = [" " if unicodedata.category(c) == "Cc" else c for c in self.query]
+        at = min(max(self.column - 1, 0), len(chars))
+        start = max(0, at - _BEFORE)
+        end = min(len(chars), start + _BEFORE + _AFTER)
+        head = "…" if start > 0 else ""
+        line = head + "".join(chars[start:end]) + ("…" if end < len(chars) else "")
+        offset = _width(head) + sum(_width(c) for c in chars[start:at])
+        return f"{self.message}\n  {line}\n  {' ' * offset}^"
 
 
 class QueryError(PglogicError):

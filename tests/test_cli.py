@@ -108,6 +108,8 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
         ),
         (("corpus", "create", "bad name"), "Error: Invalid corpus name 'bad name'"),
         (("ingest", "news", str(data)), "Error: Unknown corpus 'news'"),
+        # checked before asking "This can drop data" (and not an exit 3 after it)
+        (("db", "downgrade", "nosuchrev"), "Error: Unknown revision 'nosuchrev': pglogic ships"),
     ]:
         out = run_cli("--dsn", dsn, *args)
         assert out.returncode == 2, out.stderr

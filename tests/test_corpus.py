@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pglogic import PgLogic
@@ -55,11 +57,18 @@ def test_unknown_corpus(dsn: str) -> None:
         pl.drop_corpus("nope")
 
 
-@pytest.mark.parametrize("name", ["", "bad name", "-x", "a" * 64, "semi;colon", "quo'te"])
-def test_invalid_names(dsn: str, name: str) -> None:
-    with pytest.raises(InvalidInput, match="Invalid corpus name"):
+@pytest.mark.parametrize(
+    "name", ["", "bad name", "-x", "a" * 64, "semi;colon", "quo'te", "naïve", None]
+)
+def test_invalid_names(dsn: str, name: Any) -> None:
+    with pytest.raises(InvalidInput, match="Invalid corpus name") as info:
         PgLogic(dsn).create_corpus(name)
     assert _count_corpora(dsn) == 0
+    if name == "naïve":  # "letters" alone would say that ï is one
+        assert "use ASCII letters, digits" in str(info.value)
+    if name is None:  # (a TypeError from deep inside before)
+        with pytest.raises(InvalidInput, match="Invalid corpus name None: expected a string"):
+            PgLogic(dsn).corpus(name)
 
 
 def test_model_not_installed_creates_nothing(dsn: str) -> None:

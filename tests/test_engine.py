@@ -46,7 +46,7 @@ from pglogic.engine.plans import guide_only_plan, union_plan
 from pglogic.engine.source import Corpus
 from pglogic.engine.sqo import sqo_vector
 from pglogic.errors import InvalidInput, PglogicError, QueryError
-from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms
+from pglogic.query import Node, Term, parse, positive_terms, quote_term, terms, to_tree
 from pglogic.store.corpus import build_index, create_corpus
 from pglogic.store.db import connect
 from pglogic.store.indexes import metadata_index_name
@@ -1642,6 +1642,45 @@ def test_timeout_becomes_a_local_statement_timeout() -> None:
     for bad in (0, -1, float("nan"), 1e12):
         with pytest.raises(InvalidInput, match="Invalid timeout"):
             compile_query(parse('"a"'), GOLDEN_CORPUS, SearchOptions(timeout=bad))
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        (SearchOptions(k=2.5), "Invalid k=2.5: expected an integer"),  # (was rounded, or not)
+        (SearchOptions(k=True), "Invalid k=True: expected an integer"),
+        (SearchOptions(k="5"), "Invalid k='5': expected an integer"),  # type: ignore[arg-type]
+        (SearchOptions(k=None), "Invalid k=None: expected an integer"),  # type: ignore[arg-type]
+        (SearchOptions(k=2**64, exact=True),  # (bigint out of range from the server before)
+         "Invalid k=18446744073709551616: at most 2,147,483,647"),
+        (SearchOptions(depth=20.0), "Invalid depth=20.0: expected an integer"),  # type: ignore[arg-type]
+        (SearchOptions(ef_search="40"), "Invalid ef_search='40': expected an integer"),  # type: ignore[arg-type]
+        (SearchOptions(operators=None),  # type: ignore[arg-type]
+         "Invalid operators=None: a preset name (e.g. 'product-max-strong'), a spec like "
+         "'and=min,or=max,not=complement' or an OperatorFamily"),
+        (SearchOptions(filters=("places=usa",)),  # type: ignore[arg-type]
+         "Invalid filter 'places=usa': expected a parsed filter, e.g. "
+         "pglogic.engine.filters.parse_filter('places=usa')"),
+        (SearchOptions(filters=({"places": ["usa"]},)),  # type: ignore[arg-type]
+         "Invalid filter {'places': ['usa']}: expected a parsed filter, e.g. "
+         "pglogic.engine.filters.parse_filter('places=usa')"),
+    ],
+)  # fmt: skip
+def test_options_of_the_wrong_type_are_refused_in_words(opts: SearchOptions, message: str) -> None:
+    """Not an AttributeError or a TypeError from deep inside, nor a k rounded one way here and
+    another there; a NumPy integer is an integer."""
+    with pytest.raises(InvalidInput) as info:
+        compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, opts)
+    assert str(info.value) == message
+    fine = SearchOptions(k=np.int64(5), depth=np.int32(50))  # type: ignore[arg-type]
+    assert compile_query(parse('"a" AND "b"'), GOLDEN_CORPUS, fine).terms == ["a", "b", "a and b"]
+
+
+@pytest.mark.parametrize("query", [None, 5, ["a"]])
+def test_a_query_that_is_neither_text_nor_a_tree_is_refused(query: Any) -> None:
+    with pytest.raises(QueryError) as info:
+        compile_query(to_tree(query), GOLDEN_CORPUS)
+    assert str(info.value) == f"Invalid query {query!r}: expected a string or a query tree"
 
 
 # -- the AND's own text ----------------------------------------------------------------------

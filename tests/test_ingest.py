@@ -147,7 +147,19 @@ BAD_INPUTS = [
     (b'{"id": "a", "text": "caf\xe9"}\n', "c.jsonl line 1 is not valid UTF-8 (byte 0xe9"),
     ('{"id": "a", "text": 5}\n', "c.jsonl line 1: field 'text' is not a string"),
     ("[1, 2]\n", "c.jsonl line 1 is not a JSON object"),
-]
+    # what Postgres refused only when the batch was written, after the earlier batches
+    ('{"id": "a", "text": "ok"}\n{"id": "b", "title": "x\\u0000y", "text": "t"}\n',
+     "c.jsonl line 2: title contains a NUL character"),
+    ('{"id": "a\\u0000", "text": "t"}\n', "c.jsonl line 1: id contains a NUL character"),
+    ('{"id": "a", "text": "t\\ud800"}\n',
+     "c.jsonl line 1: text contains a lone surrogate (\\ud800), not a character"),
+    ('{"id": "a", "text": "ok"}\n{"id": "b", "text": "t", "score": NaN}\n',
+     "c.jsonl line 2: metadata field 'score' holds nan (JSON has no NaN or Infinity)"),
+    ('{"id": "a", "text": "t", "m": {"x": [1, -Infinity]}}\n',
+     "c.jsonl line 1: metadata field 'm' holds -inf (JSON has no NaN or Infinity)"),
+    ('{"id": "a", "text": "t", "tags": ["ok", "a\\u0000"]}\n',
+     "c.jsonl line 1: metadata field 'tags' contains a NUL character"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("content", "message"), BAD_INPUTS)
@@ -160,6 +172,33 @@ def test_bad_input_changes_nothing(
         pl.ingest("c", path, batch_size=1)
     assert str(err.value).startswith(message)
     assert _rows(dsn) == {}
+
+
+@pytest.mark.parametrize("damage", ["not gzip", "cut off"])
+def test_a_damaged_gzip_file_is_refused_in_words(
+    pl: PgLogic, dsn: str, tmp_path: Path, damage: str
+) -> None:
+    """Not a raw gzip.BadGzipFile or EOFError; nothing written."""
+    data = "".join(json.dumps({"id": f"d{i}", "text": f"document {i}"}) + "\n" for i in range(200))
+    packed = gzip.compress(data.encode())
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(
+        b"plain text, not gzip" if damage == "not gzip" else packed[: len(packed) // 2]
+    )
+    with pytest.raises(InvalidInput, match=r"^c\.jsonl\.gz is not a readable gzip file \("):
+        pl.ingest("c", path, batch_size=10)
+    assert _rows(dsn) == {}
+
+
+def test_a_repeated_id_is_counted_and_the_last_record_kept(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    rows = [{"id": "a", "text": "first"}, {"id": "b", "text": "other"},
+            {"id": "a", "text": "second"}, {"id": "b", "text": "other again"}]  # fmt: skip
+    for batch_size in (10, 1):  # the repeat in the same batch, then in a later one
+        stats = pl.ingest("c", _jsonl(tmp_path / "c.jsonl", rows), batch_size=batch_size)
+        assert (stats.seen, stats.repeated) == (4, 2)
+        assert {k: v[1] for k, v in _rows(dsn).items()} == {"a": "second", "b": "other again"}
 
 
 def test_bad_record_late_in_file_commits_nothing(pl: PgLogic, dsn: str, tmp_path: Path) -> None:
@@ -216,3 +255,79 @@ def test_missing_file_and_unknown_format(pl: PgLogic, tmp_path: Path) -> None:
     (tmp_path / "data.xml").write_text("<x/>")
     with pytest.raises(InvalidInput, match="Cannot tell the format"):
         pl.ingest("c", tmp_path / "data.xml")
+
+
+QA = FieldMap(id="qid", text="answer", title="question")
+BAD_CSV = [
+    # an unclosed quote read the rest of the file as one field, and exited 0
+    ('qid,question,answer\nw1,q,"never closed\nw2,q2,a2\n',
+     "faq.csv line 2 is not valid CSV: unexpected end of data"),
+    ("qid,question,answer\nq8,a,b,EXTRA1,EXTRA2\n", "faq.csv line 2 has 5 fields, the header 3"),
+    # a record that spans lines is named by its first line (was its last)
+    ('qid,question,answer\nq1,a,"multi\nline"\nq2,b,"two\nlines"\nq3,c,\n',
+     "faq.csv line 6 has empty text"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_CSV)
+def test_bad_csv_changes_nothing(
+    pl: PgLogic, dsn: str, tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "faq.csv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInput) as err:
+        pl.ingest("c", path, fields=QA, batch_size=1)
+    assert str(err.value) == message
+    assert _rows(dsn) == {}
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    """Excel writes one before a CSV's header ("line 2 has no 'qid' field" before)."""
+    (tmp_path / "faq.csv").write_bytes(b"\xef\xbb\xbfqid,question,answer\nq9,bom q,bom answer\n")
+    (tmp_path / "c.jsonl").write_bytes(b'\xef\xbb\xbf{"id": "j1", "text": "a line"}\n')
+    assert pl.ingest("c", tmp_path / "faq.csv", fields=QA).inserted == 1
+    assert pl.ingest("c", tmp_path / "c.jsonl").inserted == 1
+    assert set(_rows(dsn)) == {"q9", "j1"}
+
+
+def test_limits_of_postgres_are_checked_before_anything_is_written(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    """An id too long for its unique index, a text whose words overflow the lexical index's
+    tsvector: refused with their line before the first batch (they failed in a later batch,
+    with a traceback, after the earlier ones had committed)."""
+    rows = [{"id": f"d{i}", "text": f"document {i}"} for i in range(12)]
+    with pytest.raises(InvalidInput) as err:
+        pl.ingest("c", _jsonl(tmp_path / "c.jsonl", [*rows, {"id": "x" * 3000, "text": "t"}]),
+                  batch_size=5)  # fmt: skip
+    assert str(err.value) == (
+        "c.jsonl line 13: the id is 3,000 bytes long, at most 2,000; nothing was written"
+    )
+    words = " ".join(f"w{i:06d}x" for i in range(150_000))  # 1.4 MB of distinct words
+    with pytest.raises(InvalidInput) as err:
+        pl.ingest("c", _jsonl(tmp_path / "c.jsonl", [*rows, {"id": "big", "text": words}]),
+                  batch_size=5)  # fmt: skip
+    assert str(err.value).startswith(
+        "c.jsonl line 13: the text has too many distinct words for the corpus's lexical index"
+    )
+    assert _rows(dsn) == {}
+    long_but_fine = " ".join(["grain"] * 60_000)  # 360 kB, one word: checked, and it fits
+    stats = pl.ingest("c", _jsonl(tmp_path / "c.jsonl", [{"id": "g", "text": long_but_fine}]))
+    assert stats.inserted == 1
+
+
+def test_wrong_format_for_a_directory_booleans_as_a_vector_and_a_bad_limit(
+    pl: PgLogic, tmp_path: Path
+) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("a note")
+    with pytest.raises(InvalidInput, match=r"notes is a directory, not a jsonl file: use --format"):
+        pl.ingest("c", tmp_path / "notes", fmt="jsonl")  # (IsADirectoryError before)
+    path = _jsonl(tmp_path / "v.jsonl", [{"id": "v", "text": "x", "emb": [True] * 384}])
+    with pytest.raises(InvalidInput, match="field 'emb' is not a list of numbers"):
+        pl.ingest("c", path, fields=FieldMap(vector="emb"))  # (stored as 1.0 before)
+    for limit in (0, -1):
+        with pytest.raises(InvalidInput, match=f"Invalid limit {limit}: must be at least 1"):
+            pl.ingest("c", _jsonl(tmp_path / "c.jsonl", DOCS), limit=limit)

@@ -130,6 +130,37 @@ def test_error_pretty_shows_caret_under_column() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("query", "line", "caret"),
+    [
+        # the caret counts display columns: a CJK character or an emoji takes two
+        ('"日本語" AND NOT "日本語', '"日本語" AND NOT "日本語', 17),
+        ('"😀😀" AND (', '"😀😀" AND (', 11),
+        # a tab is shown as one space, under which the caret counts it
+        ('"a"\tAND\t\tNOT "b" AND (', '"a" AND  NOT "b" AND (', 21),
+    ],
+)
+def test_the_caret_sits_under_the_column_for_wide_characters_and_tabs(
+    query: str, line: str, caret: int
+) -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(query)
+    _, shown, marker = info.value.pretty().split("\n")
+    assert shown == "  " + line
+    assert marker == "  " + " " * caret + "^"
+
+
+def test_a_long_query_shows_the_part_around_the_error() -> None:
+    """Not the whole query and 100,000 spaces before the caret."""
+    query = '"' + "x" * 100_000 + '" AND ('
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(query)
+    _, shown, marker = info.value.pretty().split("\n")
+    assert len(shown) < 120 and shown.startswith("  …x") and shown.endswith('x" AND (')
+    assert len(marker) == len(shown)  # under the "(" that lacks its term
+    assert info.value.column == len(query)
+
+
 def test_too_many_terms_counts_occurrences_and_custom_limit() -> None:
     assert parse(" AND ".join(['"same"'] * 32)) == And(tuple([Term("same")] * 32))
     with pytest.raises(QuerySyntaxError, match=r"^Too many terms: 33 \(limit is 32\) at col 353$"):

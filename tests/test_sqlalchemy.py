@@ -320,3 +320,27 @@ def test_hostile_terms_are_parameters(engine_url: str, minilm: Any) -> None:
         )
     engine.dispose()
     assert len(rows) == 2
+
+
+@pytest.mark.parametrize(
+    ("vector", "problem"),
+    [
+        ([0.0, 0.0, 0.0], "is a zero vector (no direction: its cosine similarity is undefined)"),
+        ([1.0, float("nan"), 0.0], "has a NaN or infinite component (component 2)"),
+        ([1.0, 0.0, 1e39], "has a NaN or infinite component (component 3)"),  # past float32
+    ],
+)
+def test_a_zero_or_nan_vector_is_refused_when_the_statement_is_built(
+    vector: list[float], problem: str
+) -> None:
+    """As the search and ingest refuse them; before, a zero vector became NaN with a NumPy
+    warning and failed only when the statement ran, as a DataError."""
+    from sqlalchemy import Column, Integer, MetaData, Table
+
+    table = Table("docs", MetaData(), Column("id", Integer, primary_key=True),
+                  Column("embedding", Vector(3)))  # fmt: skip
+    vectors = {"a": [1.0, 0.0, 0.0], "b": vector}
+    with pytest.raises(InvalidInput) as info:
+        logical_search(table, table.c.embedding, '"a" AND NOT "b"', vectors=vectors)
+    assert str(info.value) == f"The vector for 'b' {problem}"
+    assert logical_search(table, table.c.embedding, '"a"', vectors=vectors) is not None

@@ -277,6 +277,54 @@ def test_only_the_querys_own_terms_are_remembered(hashed: tuple[str, Any]) -> No
         assert cached_terms(conn, "hashed:v") == ["gas", "oil"]
 
 
+def test_a_conjunctions_phrase_is_remembered_so_sql_needs_no_model(
+    hashed: tuple[str, Any],
+) -> None:
+    """pglogic.search scores each AND's phrase by default and looks it up in the cache: a
+    Python search remembers the phrases it embedded with the terms, and cache_terms of a query
+    caches them, so the SQL function then runs the same query without a vector (it failed
+    with "The AND text 'oil and gas' has no vector" before)."""
+    from psycopg.types.json import Jsonb
+
+    from pglogic import PgLogic
+    from pglogic.engine.compile import SearchOptions
+    from pglogic.engine.render import search_json
+    from pglogic.query import parse
+    from pglogic.store.db import connect
+    from pglogic.store.term_cache import cache_terms, cached_terms, uncache_terms
+
+    dsn, corpus = hashed
+    hits = PgLogic(dsn).search("c", '"oil" AND "gas"', k=5).hits
+    with connect(dsn) as conn:
+        assert cached_terms(conn, "hashed:v") == ["gas", "oil", "oil and gas"]
+        rows = conn.execute(
+            "SELECT external_id, score FROM pglogic.search('c', %s)",
+            (Jsonb(search_json(parse('"oil" AND "gas"'), SearchOptions(k=5))),),
+        ).fetchall()
+        assert [r[0] for r in rows] == [h.external_id for h in hits]
+        assert all(abs(r[1] - h.score) < 1e-6 for r, h in zip(rows, hits, strict=True))
+        uncache_terms(conn, "hashed:v")
+        assert cache_terms(conn, corpus, '"tin" AND "corn" AND NOT "gold"',
+                           embedder=HashEmbedder("hashed:v")) == [
+            "tin", "corn", "gold", "tin and corn"]  # fmt: skip
+        assert cache_terms(conn, corpus, ["tin", "corn"], embedder=HashEmbedder("hashed:v")) == [
+            "tin", "corn"]  # a list of texts is cached as it is  # fmt: skip
+
+
+def test_pglogic_search_takes_filters_as_text(hashed: tuple[str, Any]) -> None:
+    """PgLogic.search parses text filters as ``--where`` does (an AttributeError before)."""
+    from pglogic import PgLogic
+    from pglogic.errors import InvalidInput
+
+    dsn, _ = hashed
+    pl = PgLogic(dsn)
+    every = [h.external_id for h in pl.search("c", '"oil"', k=5).hits]
+    assert [h.external_id for h in pl.search("c", '"oil"', k=5, filters=["{}"]).hits] == every
+    assert pl.search("c", '"oil"', k=5, filters=["n>=0"]).hits == []  # no document has "n"
+    with pytest.raises(InvalidInput, match="Invalid filter 'n is 0'"):
+        pl.search("c", '"oil"', filters=["n is 0"])
+
+
 def test_cached_vectors_of_another_dimension_or_model_are_ignored(
     hashed: tuple[str, Any],
 ) -> None:

@@ -13,7 +13,7 @@ import click
 from pglogic.cli import ui
 from pglogic.cli.ui import console, example
 
-_EXAMPLES = ("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base",
+_EXAMPLES = ("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base --yes",
              "pglogic db sql > install.sql")  # fmt: skip
 
 
@@ -43,6 +43,7 @@ def db_downgrade(ctx: click.Context, revision: str, yes: bool) -> None:
     from pglogic.store import migrate
 
     api = ui.api(ctx)
+    migrate.check_revision(revision)  # before asking
     if not yes:
         click.confirm(f"Downgrade the schema to {revision}? This can drop data", abort=True)
     migrate.downgrade(api.dsn, revision)

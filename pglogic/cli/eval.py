@@ -26,6 +26,7 @@ from pglogic.cli import ui
 from pglogic.cli.ui import console, example, progress_bar
 from pglogic.config import DEFAULT_MODEL
 from pglogic.engine.operators import resolve_family, resolve_truth
+from pglogic.errors import InvalidInput
 from pglogic.eval.calibrate_corpus import fit_from_corpus, read_terms
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import PER_TEMPLATE, SEED, derive_queries
@@ -535,10 +536,8 @@ def calibration_delete(ctx: click.Context, model: str, for_corpus: str | None) -
     target = api.corpus(for_corpus) if for_corpus is not None else None
     with api.connect() as conn:
         deleted = delete_calibration(conn, model, target.id if target is not None else None)
-    if not deleted:
-        raise click.ClickException(
-            f"No calibration stored for model {model!r} ({_scope(for_corpus)})"
-        )
+    if not deleted:  # (exit 2, as every other "not found")
+        raise InvalidInput(f"No calibration stored for model {model!r} ({_scope(for_corpus)})")
     _say(f"Deleted the calibration of model {model!r} ({_scope(for_corpus)}).")
 
 

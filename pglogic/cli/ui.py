@@ -208,6 +208,12 @@ def ingest_summary(s: IngestStats) -> str:
             f"\nWarning: {s.over_window:,} passages are longer than the model's window, which "
             "cuts them: make the corpus again with a smaller --passage-tokens."
         )
+    if s.repeated:
+        one = s.repeated == 1
+        text += (
+            f"\nWarning: {s.repeated:,} record{'' if one else 's'} repeat{'s' if one else ''} "
+            "the id of an earlier record: the last record of each id is kept."
+        )
     return text
 
 

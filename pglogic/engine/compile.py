@@ -76,11 +76,11 @@ from pglogic.engine.conjunction import (
     scored_terms,
     with_and_texts,
 )
-from pglogic.engine.filters import filters_sql
+from pglogic.engine.filters import Comparison, Contains, filters_sql
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.negation import with_context
 from pglogic.engine.nsfl import LayeredSql, evaluate_nsfl, fused_text, scored_texts
-from pglogic.engine.operators import OperatorFamily, resolve_family, to_sql
+from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily, resolve_family, to_sql
 from pglogic.engine.options import (
     DEFAULT_RERANK_DEPTH,
     LEXICAL,
@@ -133,6 +133,8 @@ __all__ = [
 #: The deepest scan a statement may ask for (iterative scans go past ef_search): beyond it,
 #: scoring every document (exact=True) is the cheaper and clearer plan.
 MAX_DEPTH = 100_000
+#: The largest k (a 32-bit integer, as the SQL function reads it); above 1000 with exact=True.
+MAX_K = 2**31 - 1
 
 #: Placeholder names of the guide vector and of its scan's depth.
 GUIDE = "vg"
@@ -575,17 +577,44 @@ def _fraction(value: object) -> bool:
     return 0 <= float(value) <= 1
 
 
+def _whole(value: object) -> bool:
+    """Whether ``value`` is an integer (a bool is not one; a NumPy integer is)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_options(opts: SearchOptions) -> None:
-    """Refuse a k below 1, an unknown mode, an and_text weight or a not_context out of range, an
-    unknown lexical truth or passage score (InvalidInput).
+    """Refuse a k that is not a whole number from 1, a depth, ef_search or rerank_depth that is
+    not whole, operators that are not a name, spec or family, a filter that is not parsed, an
+    unknown mode, an and_text weight or a not_context out of range, an unknown lexical truth or
+    passage score (InvalidInput).
 
     Example:
         >>> check_options(SearchOptions(not_context=2))
         Traceback (most recent call last):
         pglogic.errors.InvalidInput: Invalid not_context=2: a number from 0 (the negated term as it is) to 1 (without its AND's positive terms)
+        >>> check_options(SearchOptions(k=2.5))
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: Invalid k=2.5: expected an integer
     """
+    for name in ("k", "depth", "ef_search", "rerank_depth"):
+        value = getattr(opts, name)
+        if not (_whole(value) or (value is None and name != "k")):
+            raise InvalidInput(f"Invalid {name}={value!r}: expected an integer")
+    if not isinstance(opts.operators, str | OperatorFamily):
+        raise InvalidInput(
+            f"Invalid operators={opts.operators!r}: a preset name (e.g. {DEFAULT_FAMILY!r}), a "
+            "spec like 'and=min,or=max,not=complement' or an OperatorFamily"
+        )
+    for f in opts.filters:
+        if not isinstance(f, Contains | Comparison):
+            raise InvalidInput(
+                f"Invalid filter {f!r}: expected a parsed filter, e.g. "
+                "pglogic.engine.filters.parse_filter('places=usa')"
+            )
     if opts.k < 1:
         raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
+    if opts.k > MAX_K:
+        raise InvalidInput(f"Invalid k={opts.k}: at most {MAX_K:,}")
     if (
         not isinstance(opts.and_text, int)
         or isinstance(opts.and_text, bool)
@@ -889,12 +918,13 @@ def _depths(
     opts, tree, mode = parts.opts, parts.tree, parts.mode
     if opts.k > MAX_EF_SEARCH:
         raise InvalidInput(
-            f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True"
+            f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True "
+            "(--exact)"
         )
     if opts.depth is not None and not 1 <= opts.depth <= MAX_DEPTH:
         raise InvalidInput(
             f"Invalid depth={opts.depth}: from 1 to {MAX_DEPTH:,} candidates per scan; "
-            "use exact=True to score every document"
+            "use exact=True (--exact) to score every document"
         )
     lexical_scans = len(positive_matches(tree))
     n_scans = len(positive_terms(tree)) + lexical_scans + (1 if mode == "nsfl" else 0)
@@ -972,7 +1002,9 @@ def _timeout_setting(opts: SearchOptions) -> dict[str, str]:
     if opts.timeout is None:
         return {}
     if not (isinstance(opts.timeout, int | float) and 0 < opts.timeout < 2_147_483):
-        raise InvalidInput(f"Invalid timeout={opts.timeout!r}: a positive number of seconds")
+        raise InvalidInput(
+            f"Invalid timeout={opts.timeout!r}: a positive number of seconds, below 2,147,483"
+        )
     return {"statement_timeout": str(max(1, round(opts.timeout * 1000)))}
 
 

@@ -82,10 +82,10 @@ def validate_name(name: str) -> None:
         >>> validate_name("news-2024")
         >>> validate_name("bad name")
         Traceback (most recent call last):
-        pglogic.errors.InvalidInput: Invalid corpus name 'bad name': use letters, digits, '_', '-', '.' (max 63, starting with a letter or digit)
+        pglogic.errors.InvalidInput: Invalid corpus name 'bad name': use ASCII letters, digits, '_', '-', '.' (max 63, starting with a letter or digit)
     """
-    if not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.match(name):
         raise InvalidInput(
-            f"Invalid corpus name {name!r}: use letters, digits, '_', '-', '.' "
+            f"Invalid corpus name {name!r}: use ASCII letters, digits, '_', '-', '.' "
             "(max 63, starting with a letter or digit)"
         )

@@ -62,6 +62,7 @@ from pglogic.errors import InvalidInput
 from pglogic.query import Node, matches, positive_matches, positive_terms, to_tree
 from pglogic.store.citus import PROPAGATE
 from pglogic.store.db import version_tuple
+from pglogic.store.ingest import vector_problem
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -329,12 +330,16 @@ def logical_search(
         matrix = embedder.embed(list(term_list))
         vecs = {t: matrix[i] for i, t in enumerate(term_list)}
     else:
-        vecs = {t: np.asarray(v, dtype=np.float32) for t, v in vectors.items()}
+        with np.errstate(over="ignore", invalid="ignore"):
+            vecs = {t: np.asarray(v, dtype=np.float32) for t, v in vectors.items()}
         for t in term_list:
             if t not in vecs:
                 raise InvalidInput(f"No vector given for term {t!r}")
             if vecs[t].shape != (dim,):
                 raise InvalidInput(f"The vector for {t!r} has shape {vecs[t].shape}, not ({dim},)")
+    for t in term_list:  # as the search refuses them, before the statement runs (NaN, zero)
+        if (problem := vector_problem(vecs[t], dim)) is not None:
+            raise InvalidInput(f"The vector for {t!r} {problem}")
     spec = _Spec(
         tree, table, id_col.name, emb_name, dim, options, vecs, term_list, lex_name,
         text_config, pas,

@@ -196,7 +196,9 @@ def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:
         Match(text='SKU-4410')
     """
     if not isinstance(query, str):
-        return query
+        if isinstance(query, And | Or | Not | Term | Match):
+            return query
+        raise QueryError(f"Invalid query {query!r}: expected a string or a query tree")
     head = query.lstrip()[:4].upper()
     logical = (
         '"' in query

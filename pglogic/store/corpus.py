@@ -65,6 +65,8 @@ def get_corpus(conn: Connection, name: str) -> Corpus:
         >>> get_corpus(conn, "news").dim  # doctest: +SKIP
         384
     """
+    if not isinstance(name, str):
+        raise InvalidInput(f"Invalid corpus name {name!r}: expected a string")
     require_schema(conn)
     # (a NUL character cannot be sent as text, and no corpus name holds one)
     row = (

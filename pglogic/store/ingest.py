@@ -73,6 +73,10 @@ class IngestStats:
     truncated: int = 0
     #: passages longer than the model's window (a model with a smaller window than the split)
     over_window: int = 0
+    #: records whose id an earlier record of the same input had: the last record of an id is
+    #: the one kept (counted in ``seen``, not in ``inserted`` / ``updated`` / ``unchanged``
+    #: when the earlier one was in the same batch)
+    repeated: int = 0
 
     @property
     def changed(self) -> int:
@@ -130,9 +134,20 @@ def vector_problem(vector: Sequence[float], dim: int) -> str | None:
     return None
 
 
-def validate(records: Iterable[Record], corpus: Corpus) -> int:
-    """Check every record (the readers raise on bad ones) and every precomputed vector
-    (:func:`vector_problem`) before anything is written; return the count.
+#: The longest external id, in UTF-8 bytes: the unique index on it takes a third of a page.
+MAX_ID_BYTES = 2000
+#: Texts longer than this (UTF-8 bytes) are checked against the lexical index's limit: a tsvector
+#: holds at most 1 MiB, and no shorter text's words come near it.
+_CHECK_WORDS_BYTES = 256 * 1024
+
+
+def validate(
+    records: Iterable[Record], corpus: Corpus, *, words_fit: Callable[[Record], bool] | None = None
+) -> int:
+    """Check every record (the readers raise on bad ones), its id's length, every precomputed
+    vector (:func:`vector_problem`) and, with ``words_fit`` (a corpus with a lexical index:
+    :func:`words_fit_in`), that a long text's words fit in its ``tsvector``, before anything is
+    written; return the count.
 
     Example:
         >>> validate([Record("a", "x", None, {}, (1.0, 0.0))], corpus)  # doctest: +SKIP
@@ -142,19 +157,72 @@ def validate(records: Iterable[Record], corpus: Corpus) -> int:
     n = 0
     for r in records:
         n += 1
+        where = r.source or f"record {n} ({r.external_id[:40]!r})"
+        if (size := len(r.external_id.encode("utf-8"))) > MAX_ID_BYTES:
+            raise InvalidInput(
+                f"{where}: the id is {size:,} bytes long, at most {MAX_ID_BYTES:,}; nothing was "
+                "written"
+            )
+        if (
+            words_fit is not None
+            and len(r.text.encode("utf-8")) + len((r.title or "").encode("utf-8"))
+            > _CHECK_WORDS_BYTES
+            and not words_fit(r)
+        ):
+            raise InvalidInput(
+                f"{where}: the text has too many distinct words for the corpus's lexical index "
+                "(a tsvector holds at most 1 MiB): split the document, or drop the index "
+                f"(pglogic corpus lexical {corpus.name} --drop); nothing was written"
+            )
         if r.vector is None:
             continue
         problem = vector_problem(r.vector, corpus.dim)
         if problem is not None:
             problem = problem.replace("the corpus", f"corpus {corpus.name!r}")
-            where = r.source or f"record {n} ({r.external_id!r})"
             raise InvalidInput(f"{where} {problem}; nothing was written")
     return n
 
 
-def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+def words_fit_in(conn: Connection, corpus: Corpus) -> Callable[[Record], bool]:
+    """Whether a record's title and text fit in the ``tsvector`` of ``corpus``'s lexical index
+    (asks the server; for :func:`validate`, which asks only of long texts).
+
+    Example:
+        >>> words_fit_in(conn, corpus)(Record("a", "a few words", None))  # doctest: +SKIP
+        True
+    """
+
+    def fits(r: Record) -> bool:
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT to_tsvector(%s::regconfig, %s)",
+                    (corpus.lexical_config, f"{r.title or ''} {r.text}"),
+                )
+        except psycopg.errors.ProgramLimitExceeded:
+            return False
+        return True
+
+    return fits
+
+
+def _batches(records: Iterable[Record], size: int, stats: IngestStats) -> Iterator[list[Record]]:
+    """``records`` in batches of ``size`` distinct ids; counts every record read in
+    ``stats.seen`` and each repeat of an id read before in ``stats.repeated``.
+
+    Example:
+        >>> s = IngestStats()
+        >>> rs = [Record(i, t, None) for i, t in (("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"))]
+        >>> [[r.text for r in b] for b in _batches(rs, 3, s)], s.seen, s.repeated
+        ([['3', '2', '4']], 4, 1)
+    """
     batch: dict[str, Record] = {}
+    ids: set[str] = set()
     for r in records:
+        stats.seen += 1
+        if r.external_id in ids:
+            stats.repeated += 1
+        ids.add(r.external_id)
         batch[r.external_id] = r  # a repeated id within a batch: the last one wins
         if len(batch) >= size:
             yield list(batch.values())
@@ -550,8 +618,7 @@ def ingest_records(
     other_embedders: dict[str, Embedder | None] = {}
     _create_staging(conn)
     stmts = _Statements.for_corpus(corpus)
-    for batch in _batches(records, batch_size):
-        stats.seen += len(batch)
+    for batch in _batches(records, batch_size, stats):
         existing = _stored(conn, stmts, batch)
         todo = _to_write(batch, existing, stats)
         if todo:
@@ -579,6 +646,11 @@ def ingest_records(
         log.warning(
             "%d passages of corpus %r are longer than the model's window: the model cut them",
             stats.over_window, corpus.name, extra={SAID_BY_CALLER: True},
+        )  # fmt: skip
+    if stats.repeated:
+        log.warning(
+            "%d records repeat the id of an earlier record: the last record of each id is kept",
+            stats.repeated, extra={SAID_BY_CALLER: True},
         )  # fmt: skip
     return stats
 
@@ -613,7 +685,10 @@ def ingest_path(
                 return
             yield r
 
-    total = validate(records(), corpus)
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"Invalid limit {limit}: must be at least 1")
+    fit = words_fit_in(conn, corpus) if corpus.lexical_config else None
+    total = validate(records(), corpus, words_fit=fit)
     if on_start:
         on_start(total)
     return ingest_records(

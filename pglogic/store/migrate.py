@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import errors, sql
 
-from pglogic.errors import SchemaError
+from pglogic.errors import InvalidInput, SchemaError
 from pglogic.resources import resource_dir
 from pglogic.store.db import connect, require_vector_available
 
@@ -146,6 +146,32 @@ def _run(dsn: str, action: str, revision: str) -> None:
         raise SchemaError(f"Migration {action} to {revision} failed: {exc}") from exc
     finally:
         engine.dispose()
+
+
+def check_revision(revision: str) -> None:
+    """Raise :class:`InvalidInput` unless ``revision`` is ``base``, ``head``, a relative step
+    (``-1``) or a revision this pglogic ships (before asking to migrate to it).
+
+    Example:
+        >>> check_revision("0002")
+        >>> check_revision("9999")
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: Unknown revision '9999': pglogic ships 0001 to ...
+    """
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
+    if revision in ("base", "head") or revision[:1] in ("-", "+"):
+        return
+    script = ScriptDirectory.from_config(_config())
+    try:
+        found = script.get_revision(revision)
+    except CommandError:
+        found = None
+    if found is None:
+        raise InvalidInput(
+            f"Unknown revision {revision!r}: pglogic ships 0001 to {head()}, and base"
+        )
 
 
 def upgrade(dsn: str, revision: str = "head") -> None:

@@ -18,7 +18,9 @@ import csv
 import gzip
 import io
 import json
+import math
 import typing
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +108,54 @@ def _decode(raw: bytes, where: str) -> str:
         ) from None
 
 
+def _text_problem(text: str) -> str | None:
+    r"""What Postgres cannot store of a string (text or JSON), or None.
+
+    Example:
+        >>> _text_problem("a\x00b"), _text_problem("fine")
+        ('contains a NUL character', None)
+        >>> print(_text_problem("a" + chr(0xD800)))
+        contains a lone surrogate (\ud800), not a character
+    """
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"contains a lone surrogate (\\u{ord(text[exc.start]):04x}), not a character"
+    return None
+
+
+def _metadata_problem(metadata: dict[str, Any]) -> str | None:
+    """What a JSONB column cannot store of the metadata (a NUL or a lone surrogate in a string,
+    NaN or Infinity), naming the field, or None.
+
+    Example:
+        >>> _metadata_problem({"a": [1, {"b": float("nan")}]})
+        "field 'a' holds nan (JSON has no NaN or Infinity)"
+        >>> _metadata_problem({"a": "x", "n": 1.5}) is None
+        True
+    """
+    stack: list[tuple[str, Any]] = [(k, v) for k, v in metadata.items()]
+    while stack:  # (not recursive: a deeply nested value is no RecursionError)
+        top, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"field {top!r} holds {value} (JSON has no NaN or Infinity)"
+        if isinstance(value, str) and (problem := _text_problem(value)):
+            return f"field {top!r} {problem}"
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if problem := _text_problem(str(k)):
+                    return f"field {top!r} has a key that {problem}"
+                stack.append((top, v))
+        elif isinstance(value, list):
+            stack.extend((top, v) for v in value)
+    for k in metadata:
+        if problem := _text_problem(str(k)):
+            return f"a field name {problem}"
+    return None
+
+
 def _make_record(obj: dict[str, Any], fields: FieldMap, where: str) -> Record:
     if fields.id not in obj or obj[fields.id] in (None, ""):
         raise InvalidInput(f"{where} has no {fields.id!r} field (choose one with --id-field)")
@@ -116,26 +166,45 @@ def _make_record(obj: dict[str, Any], fields: FieldMap, where: str) -> Record:
         raise InvalidInput(f"{where}: field {fields.text!r} is not a string")
     if not text.strip():
         raise InvalidInput(f"{where} has empty text")
-    if "\x00" in text:
-        raise InvalidInput(f"{where}: text contains a NUL character")
     title = obj.get(fields.title)
     title = None if title in (None, "") else str(title)
+    # what Postgres would refuse only when the batch is written, after earlier batches
+    for name, value in (("id", str(obj[fields.id])), ("text", text), ("title", title)):
+        if value is not None and (problem := _text_problem(value)):
+            raise InvalidInput(f"{where}: {name} {problem}")
     vector: tuple[float, ...] | None = None
     if fields.vector is not None:
         raw = obj.get(fields.vector)
-        if not isinstance(raw, list) or not all(isinstance(v, int | float) for v in raw):
+        if not isinstance(raw, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in raw
+        ):
             raise InvalidInput(f"{where}: field {fields.vector!r} is not a list of numbers")
         vector = tuple(float(v) for v in raw)
     skip = {fields.id, fields.text, fields.title, fields.vector}
     metadata = {k: v for k, v in obj.items() if k not in skip}
+    if problem := _metadata_problem(metadata):
+        raise InvalidInput(f"{where}: metadata {problem}")
     return Record(str(obj[fields.id]), text, title, metadata, vector, where)
 
 
+#: What reading a damaged .gz file raises (a bad header, a bad block, a cut-off end).
+_GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError)
+
+
 def _read_jsonl(path: Path, fields: FieldMap) -> Iterator[Record]:
+    try:
+        yield from _jsonl_records(path, fields)
+    except _GZIP_ERRORS as exc:
+        raise InvalidInput(f"{path.name} is not a readable gzip file ({exc})") from None
+
+
+def _jsonl_records(path: Path, fields: FieldMap) -> Iterator[Record]:
     with _open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{path.name} line {lineno}"
             line = _decode(raw, where).strip()
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")  # a byte-order mark, as some editors write
             if not line:
                 continue
             try:
@@ -149,12 +218,28 @@ def _read_jsonl(path: Path, fields: FieldMap) -> Iterator[Record]:
 
 def _read_csv(path: Path, fields: FieldMap) -> Iterator[Record]:
     with _open_bytes(path) as fh:
-        data = _decode(fh.read(), path.name)
+        try:
+            raw = fh.read()
+        except _GZIP_ERRORS as exc:
+            raise InvalidInput(f"{path.name} is not a readable gzip file ({exc})") from None
+        data = _decode(raw, path.name).removeprefix("\ufeff")  # a byte-order mark (Excel's)
     delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
-    reader = csv.DictReader(io.StringIO(data, newline=""), delimiter=delimiter)
-    for row in reader:
-        where = f"{path.name} line {reader.line_num}"
-        obj: dict[str, Any] = {k: v for k, v in row.items() if k is not None}
+    # strict: an unclosed quote is an error, not the rest of the file read as one field
+    reader = csv.DictReader(io.StringIO(data, newline=""), delimiter=delimiter, strict=True)
+    start = 2  # the line a record starts on (a quoted field may span lines)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InvalidInput(f"{path.name} line {start} is not valid CSV: {exc}") from None
+        where = f"{path.name} line {start}"
+        start = reader.line_num + 1
+        if None in row:  # more values than the header has names
+            n = len(reader.fieldnames or ()) + len(row[None])
+            raise InvalidInput(f"{where} has {n} fields, the header {len(reader.fieldnames or ())}")
+        obj: dict[str, Any] = dict(row)
         if fields.vector and isinstance(obj.get(fields.vector), str):
             try:
                 obj[fields.vector] = json.loads(obj[fields.vector])
@@ -172,6 +257,8 @@ def _read_dir(path: Path) -> Iterator[Record]:
         text = _decode(file.read_bytes(), rel)
         if not text.strip():
             raise InvalidInput(f"{rel} has empty text")
+        if problem := _text_problem(text):
+            raise InvalidInput(f"{rel}: text {problem}")
         yield Record(rel, text, file.stem, {"path": rel}, None, rel)
 
 
@@ -189,6 +276,8 @@ def read_records(path: Path, fmt: str = "auto", fields: FieldMap | None = None) 
         raise InvalidInput(f"No such file or directory: {path}")
     if fmt == "auto":
         fmt = detect_format(path)
+    elif fmt != "dir" and path.is_dir():
+        raise InvalidInput(f"{path} is a directory, not a {fmt} file: use --format dir (or auto)")
     if fmt == "jsonl":
         return _read_jsonl(path, fields)
     if fmt == "csv":

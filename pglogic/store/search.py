@@ -31,9 +31,11 @@ from pglogic.engine.compile import (
     CompiledQuery,
     SearchOptions,
     Source,
+    check_options,
     compile_query,
     set_local,
 )
+from pglogic.engine.conjunction import and_texts
 from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.source import SCHEMA, Corpus
@@ -199,6 +201,7 @@ def search(
         ('a', 'b')
     """
     opts = options or SearchOptions()
+    check_options(opts)  # before the filter estimate reads k
     opts = replace(opts, truth=resolve_stored_truth(conn, corpus, opts.truth))  # "calibrated"
     t0 = time.perf_counter()
     tree = to_tree(query)
@@ -242,8 +245,8 @@ def search(
     cached = tuple(t for t in compiled.terms if t not in missing)
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)
-    if remember_terms and missing:  # the query's own terms, not NSFL's fused texts
-        query_terms = set(tree_terms(tree))
+    if remember_terms and missing:  # the query's terms and AND phrases, not NSFL's fused texts
+        query_terms = {*tree_terms(tree), *and_texts(tree)}  # (pglogic.search needs the phrases)
         new = {t: found[t] for t in missing if t in query_terms}
         if callable(remember_terms):
             remember_terms(corpus, new)

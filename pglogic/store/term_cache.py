@@ -8,6 +8,9 @@ Python, e.g. at deploy time, for the terms an application uses). :meth:`pglogic.
 terms users searched (``pglogic calibrate --from-corpus`` fits on them), and a search whose terms
 are all cached loads no model. Every vector is the query side of the corpus's model.
 
+A query's AND phrases are cached with its terms: ``pglogic.search`` scores each AND's own text
+too (``"and_text"``, 4 by default) and looks its vector up the same way.
+
 Example:
     >>> with connect(dsn) as conn:  # doctest: +SKIP
     ...     cache_terms(conn, get_corpus(conn, "news"), '"oil prices" AND NOT "natural gas"')
@@ -24,11 +27,11 @@ from psycopg import errors, sql
 
 from pglogic.embed.base import Embedder
 from pglogic.embed.registry import get_query_embedder
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
 from pglogic.engine.render import vector_literal
 from pglogic.engine.source import Corpus
 from pglogic.errors import EmbeddingError, InvalidInput
 from pglogic.query import Node, to_tree
-from pglogic.query import terms as tree_terms
 from pglogic.store.db import Connection, require_schema
 
 __all__ = ["cache_terms", "cached_terms", "uncache_terms"]
@@ -37,10 +40,10 @@ TABLE = sql.Identifier("pglogic", "term_cache")
 
 
 def _term_list(terms: str | Node | Iterable[str]) -> list[str]:
-    if isinstance(terms, str):
-        return tree_terms(to_tree(terms))
+    if isinstance(terms, str):  # a query: its terms, then the AND phrases pglogic.search scores
+        return scored_terms(to_tree(terms), DEFAULT_AND_TEXT)
     if not isinstance(terms, Iterable):
-        return tree_terms(terms)
+        return scored_terms(terms, DEFAULT_AND_TEXT)
     out = list(dict.fromkeys(terms))
     for t in out:
         if not isinstance(t, str) or not t.strip():
@@ -78,12 +81,15 @@ def cache_terms(
 
     Commits the connection's transaction (like :func:`pglogic.store.corpus.build_index`).
 
-    ``terms`` is a query (text or tree: its terms are cached) or an iterable of term texts.
-    Existing entries for the same model and term are replaced. Returns the cached terms.
+    ``terms`` is a query (text or tree: its terms are cached, and the phrase of each AND, which
+    ``pglogic.search`` scores by default) or an iterable of term texts. Existing entries for the
+    same model and term are replaced. Returns the cached terms.
 
     Example:
         >>> cache_terms(conn, corpus, ["oil prices", "natural gas"])  # doctest: +SKIP
         ['oil prices', 'natural gas']
+        >>> cache_terms(conn, corpus, '"tin" AND "exports"')  # doctest: +SKIP
+        ['tin', 'exports', 'tin and exports']
     """
     texts = _term_list(terms)
     if not texts:
