@@ -23206,7 +23206,7 @@ UPDATE pglogic_alembic_version SET version_num='0016' WHERE pglogic_alembic_vers
 
 -- Running upgrade 0016 -> 0017
 
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0016).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0017).
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
@@ -23408,20 +23408,20 @@ DECLARE
         WHEN 'not' THEN ARRAY['complement', 'reciprocal']
     END;
     g double precision;
-    given numeric;
 BEGIN
     -- since migration 0006: the NOT (1 - x)^G (pglogic.engine.operators.complement_power)
     IF kind = 'not' AND name ~ '^complement\^[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?$' THEN
-        -- read as numeric first (since 0017): an exponent past a double's range is out of range
-        -- like any other, not a failed cast
-        given := substr(name, 12)::numeric;
-        IF NOT (given > 0 AND given <= 100) THEN
+        BEGIN
+            g := substr(name, 12)::double precision;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            -- (since 0017) past a double's range, as Python's float() reads it: inf, or 0.0 for a
+            -- negative exponent; then refused below like any other, not as a failed cast
+            g := CASE WHEN name ~ 'e-' THEN 0 ELSE 'Infinity'::double precision END;
+        END;
+        IF NOT (g > 0 AND g <= 100) THEN
             RAISE EXCEPTION 'The exponent of complement^G must be in (0, 100], got % in operator '
-                'family %', CASE WHEN given > 1e300 THEN substr(name, 12)
-                                 ELSE pglogic._float_text(given::double precision) END,
-                quote_literal(spec) USING ERRCODE = '22023';
+                'family %', pglogic._float_text(g), quote_literal(spec) USING ERRCODE = '22023';
         END IF;
-        g := given::double precision;
         RETURN CASE WHEN g = 1 THEN 'complement' ELSE 'complement^' || pglogic._float_text(g) END;
     END IF;
     IF valid IS NULL THEN
@@ -24823,8 +24823,9 @@ BEGIN
     END IF;
     iterative := pglogic._bool_option(opts, 'iterative_scan', true);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
-    -- since migration 0017, pglogic.engine.compile._depths' bounds (0 returned no rows)
-    IF NOT user_depth BETWEEN 1 AND 100000 THEN
+    -- since migration 0017, pglogic.engine.compile._depths' bounds (0 returned no rows); as
+    -- there, an exact search has no depth to check
+    IF NOT exact AND NOT user_depth BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'Invalid depth=%: from 1 to 100,000 candidates per scan; use "exact": true '
             'to score every document', user_depth USING ERRCODE = '22023';
     END IF;
@@ -25452,6 +25453,7 @@ BEGIN
                    'search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic.search(text, jsonb) SET search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic.search_plan(text, jsonb) SET search_path = %s', path);
+    EXECUTE format('ALTER FUNCTION pglogic._vector(jsonb, text) SET search_path = %s', path);
 END
 $do$;
 

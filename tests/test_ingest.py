@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -261,11 +262,11 @@ QA = FieldMap(id="qid", text="answer", title="question")
 BAD_CSV = [
     # an unclosed quote read the rest of the file as one field, and exited 0
     ('qid,question,answer\nw1,q,"never closed\nw2,q2,a2\n',
-     "faq.csv line 2 is not valid CSV: unexpected end of data"),
+     "faq.csv line 2: a quoted field is never closed (it would take the rest of the file)"),
     ("qid,question,answer\nq8,a,b,EXTRA1,EXTRA2\n", "faq.csv line 2 has 5 fields, the header 3"),
-    # a record that spans lines is named by its first line (was its last)
-    ('qid,question,answer\nq1,a,"multi\nline"\nq2,b,"two\nlines"\nq3,c,\n',
-     "faq.csv line 6 has empty text"),
+    # a record that spans lines is named by its first line (was its last), blank lines counted
+    ('qid,question,answer\nq1,a,"multi\nline"\n\nq2,b,"two\nlines"\nq3,c,\n',
+     "faq.csv line 7 has empty text"),
 ]  # fmt: skip
 
 
@@ -331,3 +332,25 @@ def test_wrong_format_for_a_directory_booleans_as_a_vector_and_a_bad_limit(
     for limit in (0, -1):
         with pytest.raises(InvalidInput, match=f"Invalid limit {limit}: must be at least 1"):
             pl.ingest("c", _jsonl(tmp_path / "c.jsonl", DOCS), limit=limit)
+
+
+def test_csv_that_loaded_before_still_loads(pl: PgLogic, dsn: str, tmp_path: Path) -> None:
+    """Text after a closing quote and a trailing delimiter (an export's empty last field) read
+    as before; only an unclosed quote and non-empty extra fields are refused."""
+    path = tmp_path / "faq.csv"
+    path.write_text('qid,question,answer\n1,q,"hello" world\n2,q2,a2,\n\n3,q3,a3\n', "utf-8")
+    assert pl.ingest("c", path, fields=QA).inserted == 3
+    assert {k: v[1] for k, v in _rows(dsn).items()} == {"1": "hello world", "2": "a2", "3": "a3"}
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_before_writing(
+    pl: PgLogic, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("a note")
+    with open(os.path.join(os.fsencode(notes), b"\xffname.txt"), "w") as fh:
+        fh.write("another")
+    with pytest.raises(InvalidInput, match="the file name contains a lone surrogate"):
+        pl.ingest("c", notes, batch_size=1)
+    assert _rows(dsn) == {}

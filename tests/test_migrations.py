@@ -40,7 +40,7 @@ FROZEN_SHA256 = {
     "0014_search.sql": "add7c7f527136b73fe3c8cd8b1376eb93f7859bb1a2cb1953e64134564eb2f7e",
     "0015_search.sql": "6c381177d3230c6f9fba85fda21663cc1c26a40f63e7b027bd542cb62e24d4cb",
     "0016_search.sql": "1cb51a121358cfef1e41f5151cd487dc3531815e7e0923fa776861f805cd23f9",
-    "0017_search.sql": "c8e5b8c09c41035a277c94408d85e3946fbdb302f3f80823e3e1fd8c5d885f9b",
+    "0017_search.sql": "6e63f1bbe708b7dc6f5eaefc2341d5f8aafc03273a2c2d0be4ebd05fbbc56e33",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

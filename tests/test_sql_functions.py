@@ -1297,15 +1297,39 @@ def test_bad_truth_and_k_give_the_python_message(news: Conn, truth: str) -> None
                                          {"term": "b", "vector": VEC}]},
           "vectors": {"a and b": ["x"]}},
          """Invalid vector for the AND text 'a and b': expected an array of numbers, got ["x"]"""),
+        # past a double's range, as Python's float() reads it (Python says the same)
         ({"tree": {"term": "a", "vector": VEC}, "operators": "not=complement^1e400"},
-         "The exponent of complement^G must be in (0, 100], got 1e400 in operator family "
+         "The exponent of complement^G must be in (0, 100], got inf in operator family "
          "'not=complement^1e400'"),
+        ({"tree": {"term": "a", "vector": VEC}, "operators": "not=complement^1e-400"},
+         "The exponent of complement^G must be in (0, 100], got 0.0 in operator family "
+         "'not=complement^1e-400'"),
     ],
 )  # fmt: skip
 def test_malformed_queries_have_clear_messages(news: Conn, query: Any, expected: str) -> None:
     exc = sql_error(news, "news", query)
     assert isinstance(exc, errors.InvalidParameterValue)
     assert message(exc) == expected
+    operators = query.get("operators") if isinstance(query, dict) else None
+    if operators and "complement^" in operators:  # Python's words for the same mistake
+        with pytest.raises(PglogicError) as py:
+            resolve_family(operators)
+        assert str(py.value) == expected
+
+
+def test_what_0017_refuses_stays_valid_where_python_takes_it(news: Conn) -> None:
+    """An exact search has no depth to check (Python skips it too, and search_json always sends
+    "depth"); an exponent a double rounds into range is in range, as in Python; NumPy integers
+    render as JSON numbers."""
+    tree = {"term": "a", "vector": VEC}
+    assert len(sql_search(news, "news", {"tree": tree, "exact": True, "depth": 0})) == 10
+    spec = "not=complement^100.0000000000000000001"
+    assert resolve_family(spec).not_.name == "complement^100"
+    assert len(sql_search(news, "news", {"tree": tree, "operators": spec})) == 10
+    rendered = search_json(parse('"a" AND NOT "b"'), SearchOptions(k=np.int64(3), depth=np.int32(40)),
+                           {"a": VEC, "b": [1.0] * 384})  # type: ignore[arg-type]  # fmt: skip
+    assert (rendered["k"], rendered["depth"]) == (3, 40)
+    assert len(sql_search(news, "news", rendered)) == 3
 
 
 def test_lexical_errors_are_pythons(news: Conn) -> None:

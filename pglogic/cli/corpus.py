@@ -346,9 +346,10 @@ def ingest(
     """Ingest PATH (JSONL[.gz], CSV or a directory of text files) into CORPUS.
 
     Documents are embedded with the corpus's model (chosen by 'pglogic corpus create --model');
-    --model another one is refused. Idempotent by external id: unchanged documents are skipped,
-    changed ones re-embedded. Each batch is committed, so an interrupted ingest resumes when run
-    again.
+    --model another one is refused. The whole file is checked first: a bad record (with its
+    line) changes nothing. Idempotent by external id: unchanged documents are skipped, changed
+    ones re-embedded; of records that repeat an id, the last is kept (and counted). Each batch is
+    committed, so an interrupted ingest resumes when run again.
     """
     from pglogic.store.readers import FieldMap
 

@@ -187,6 +187,10 @@ def ingest_summary(s: IngestStats) -> str:
         >>> print(ingest_summary(IngestStats(seen=2, inserted=2, embedded=2, truncated=1)))
         2 records: 2 inserted, 0 updated, 0 unchanged; 2 embedded in 0.0s, database load 0.0s
         Warning: 1 document is longer than the model's window: it read only the first part. Make the corpus with passages (pglogic corpus create NAME --passages) to search all of it.
+        >>> print(ingest_summary(IngestStats(seen=3, inserted=2, repeated=1)).splitlines()[1])
+        Warning: 1 record repeats the id of an earlier record: the last record of each id is kept.
+        >>> print(ingest_summary(IngestStats()).splitlines()[1])
+        Warning: the input has no records.
     """
     text = (
         f"{s.seen:,} records: {s.inserted:,} inserted, {s.updated:,} updated, "
@@ -208,6 +212,8 @@ def ingest_summary(s: IngestStats) -> str:
             f"\nWarning: {s.over_window:,} passages are longer than the model's window, which "
             "cuts them: make the corpus again with a smaller --passage-tokens."
         )
+    if not s.seen:
+        text += "\nWarning: the input has no records."
     if s.repeated:
         one = s.repeated == 1
         text += (

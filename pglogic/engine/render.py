@@ -448,10 +448,10 @@ def search_json(
         "tree": json_tree(node, vectors),
         "operators": operators,
         "truth": opts.truth,
-        "k": opts.k,
+        "k": int(opts.k),  # (a NumPy integer is one, but not JSON)
         "exact": opts.exact,
-        "depth": opts.depth,
-        "ef_search": opts.ef_search,
+        "depth": None if opts.depth is None else int(opts.depth),
+        "ef_search": None if opts.ef_search is None else int(opts.ef_search),
         "iterative_scan": opts.iterative_scan,
         "guide": guide,
         "term_scans": opts.term_scans,

@@ -84,7 +84,9 @@ def validate_name(name: str) -> None:
         Traceback (most recent call last):
         pglogic.errors.InvalidInput: Invalid corpus name 'bad name': use ASCII letters, digits, '_', '-', '.' (max 63, starting with a letter or digit)
     """
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str):
+        raise InvalidInput(f"Invalid corpus name {name!r}: expected a string")
+    if not NAME_RE.match(name):
         raise InvalidInput(
             f"Invalid corpus name {name!r}: use ASCII letters, digits, '_', '-', '.' "
             "(max 63, starting with a letter or digit)"

@@ -604,7 +604,8 @@ def ingest_records(
 ) -> IngestStats:
     """Load ``records`` into ``corpus`` batch by batch, committing after each batch.
 
-    ``on_batch(stats, n)`` is called after each commit with the batch size ``n``. When the
+    ``on_batch(stats, n)`` is called after each commit with the number of records the batch
+    read ``n``. When the
     corpus has more than one embedding column (a model switch in progress), the other columns
     are filled too, by their own models (see :func:`_fill_other_columns`).
 
@@ -618,6 +619,7 @@ def ingest_records(
     other_embedders: dict[str, Embedder | None] = {}
     _create_staging(conn)
     stmts = _Statements.for_corpus(corpus)
+    read = 0  # records read up to the last batch (a repeated id makes a batch smaller)
     for batch in _batches(records, batch_size, stats):
         existing = _stored(conn, stmts, batch)
         todo = _to_write(batch, existing, stats)
@@ -634,7 +636,8 @@ def ingest_records(
             conn.rollback()
         stats.batches += 1
         if on_batch:
-            on_batch(stats, len(batch))
+            on_batch(stats, stats.seen - read)
+        read = stats.seen
     if stats.truncated:  # never silently: the model read only the first window of these
         log.warning(
             "%d documents of corpus %r are longer than the model's window (%s tokens): their "
@@ -649,7 +652,7 @@ def ingest_records(
         )  # fmt: skip
     if stats.repeated:
         log.warning(
-            "%d records repeat the id of an earlier record: the last record of each id is kept",
+            "%d record(s) repeat the id of an earlier record: the last record of each id is kept",
             stats.repeated, extra={SAID_BY_CALLER: True},
         )  # fmt: skip
     return stats

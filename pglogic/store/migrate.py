@@ -148,12 +148,17 @@ def _run(dsn: str, action: str, revision: str) -> None:
         engine.dispose()
 
 
+#: A relative revision as alembic reads it: an optional branch, a symbol, then -N or +N.
+_RELATIVE = re.compile(r"^(?:.+@)?(\w*)[-+]\d+$")
+
+
 def check_revision(revision: str) -> None:
     """Raise :class:`InvalidInput` unless ``revision`` is ``base``, ``head``, a relative step
     (``-1``) or a revision this pglogic ships (before asking to migrate to it).
 
     Example:
-        >>> check_revision("0002")
+        >>> check_revision("0002"), check_revision("head-1"), check_revision("-2")
+        (None, None, None)
         >>> check_revision("9999")
         Traceback (most recent call last):
         pglogic.errors.InvalidInput: Unknown revision '9999': pglogic ships 0001 to ...
@@ -161,11 +166,13 @@ def check_revision(revision: str) -> None:
     from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
 
-    if revision in ("base", "head") or revision[:1] in ("-", "+"):
+    relative = _RELATIVE.match(revision)  # -1, head-1, 0017-2, base+1 (alembic's forms)
+    symbol = relative.group(1) if relative else revision
+    if symbol in ("", "base", "head"):
         return
     script = ScriptDirectory.from_config(_config())
     try:
-        found = script.get_revision(revision)
+        found = script.get_revision(symbol)
     except CommandError:
         found = None
     if found is None:

@@ -216,6 +216,28 @@ def _jsonl_records(path: Path, fields: FieldMap) -> Iterator[Record]:
             yield _make_record(obj, fields, where)
 
 
+def _unclosed_quote(data: str, delimiter: str) -> int | None:
+    """The line where a quoted field that the file never closes starts, or None.
+
+    The lenient reader takes such a field to the end of the file, as one record; a strict one
+    says so. Other things strictness refuses (text after a closing quote) stay readable.
+
+    Example:
+        >>> _unclosed_quote('id,text\\n1,"ok"\\n2,"never closed\\n3,x\\n', ",")
+        3
+        >>> _unclosed_quote('id,text\\n1,"a" b\\n', ",") is None
+        True
+    """
+    reader = csv.reader(io.StringIO(data, newline=""), delimiter=delimiter, strict=True)
+    start = 1
+    try:
+        for _ in reader:
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        return start if "unexpected end of data" in str(exc) else None
+    return None
+
+
 def _read_csv(path: Path, fields: FieldMap) -> Iterator[Record]:
     with _open_bytes(path) as fh:
         try:
@@ -224,22 +246,28 @@ def _read_csv(path: Path, fields: FieldMap) -> Iterator[Record]:
             raise InvalidInput(f"{path.name} is not a readable gzip file ({exc})") from None
         data = _decode(raw, path.name).removeprefix("\ufeff")  # a byte-order mark (Excel's)
     delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
-    # strict: an unclosed quote is an error, not the rest of the file read as one field
-    reader = csv.DictReader(io.StringIO(data, newline=""), delimiter=delimiter, strict=True)
-    start = 2  # the line a record starts on (a quoted field may span lines)
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise InvalidInput(f"{path.name} line {start} is not valid CSV: {exc}") from None
+    if (line := _unclosed_quote(data, delimiter)) is not None:
+        raise InvalidInput(
+            f"{path.name} line {line}: a quoted field is never closed (it would take the rest "
+            "of the file)"
+        )
+    reader = csv.reader(io.StringIO(data, newline=""), delimiter=delimiter)
+    header: list[str] | None = None
+    start = 1  # the line the next record starts on (a quoted field may span lines)
+    for row in reader:
         where = f"{path.name} line {start}"
         start = reader.line_num + 1
-        if None in row:  # more values than the header has names
-            n = len(reader.fieldnames or ()) + len(row[None])
-            raise InvalidInput(f"{where} has {n} fields, the header {len(reader.fieldnames or ())}")
-        obj: dict[str, Any] = dict(row)
+        if not row:  # a blank line
+            continue
+        if header is None:
+            header = row
+            continue
+        extra = row[len(header) :]
+        if any(v.strip() for v in extra):  # (empty ones: a trailing delimiter)
+            raise InvalidInput(f"{where} has {len(row)} fields, the header {len(header)}")
+        obj: dict[str, Any] = dict(
+            zip(header, row + [None] * (len(header) - len(row)), strict=False)
+        )
         if fields.vector and isinstance(obj.get(fields.vector), str):
             try:
                 obj[fields.vector] = json.loads(obj[fields.vector])
@@ -254,6 +282,8 @@ def _read_dir(path: Path) -> Iterator[Record]:
         raise InvalidInput(f"{path} has no text files ({', '.join(TEXT_SUFFIXES)})")
     for file in files:
         rel = file.relative_to(path).as_posix()
+        if problem := _text_problem(rel):  # the id: a file name that is not UTF-8
+            raise InvalidInput(f"{rel!a}: the file name {problem}")
         text = _decode(file.read_bytes(), rel)
         if not text.strip():
             raise InvalidInput(f"{rel} has empty text")
