@@ -58,8 +58,9 @@ class EmbeddingError(PglogicError):
     """An embedding model that cannot be loaded or that produced unusable vectors."""
 
 
-#: How much of a long query :meth:`QuerySyntaxError.pretty` shows before and after the column.
-_BEFORE, _AFTER = 60, 40
+#: A query up to this long is shown whole by :meth:`QuerySyntaxError.pretty`; of a longer one,
+#: this much before the column and after it.
+_WHOLE, _BEFORE, _AFTER = 200, 120, 60
 
 
 def _width(text: str) -> int:
@@ -109,8 +110,8 @@ class QuerySyntaxError(PglogicError):
         """
         chars = [" " if unicodedata.category(c) == "Cc" else c for c in self.query]
         at = min(max(self.column - 1, 0), len(chars))
-        start = max(0, at - _BEFORE)
-        end = min(len(chars), start + _BEFORE + _AFTER)
+        start = 0 if len(chars) <= _WHOLE else max(0, at - _BEFORE)
+        end = len(chars) if len(chars) <= _WHOLE else min(len(chars), start + _BEFORE + _AFTER)
         head = "…" if start > 0 else ""
         line = head + "".join(chars[start:end]) + ("…" if end < len(chars) else "")
         offset = _width(head) + sum(_width(c) for c in chars[start:at])
