@@ -165,6 +165,7 @@ def validate(
             )
         if (
             words_fit is not None
+            and 4 * (len(r.text) + len(r.title or "")) > _CHECK_WORDS_BYTES  # (UTF-8: ≤ 4 a char)
             and len(r.text.encode("utf-8")) + len((r.title or "").encode("utf-8"))
             > _CHECK_WORDS_BYTES
             and not words_fit(r)
@@ -604,10 +605,9 @@ def ingest_records(
 ) -> IngestStats:
     """Load ``records`` into ``corpus`` batch by batch, committing after each batch.
 
-    ``on_batch(stats, n)`` is called after each commit with the number of records the batch
-    read ``n``. When the
-    corpus has more than one embedding column (a model switch in progress), the other columns
-    are filled too, by their own models (see :func:`_fill_other_columns`).
+    ``on_batch(stats, n)`` is called after each commit with ``n``, the number of records the
+    batch read. When the corpus has more than one embedding column (a model switch in progress),
+    the other columns are filled too, by their own models (see :func:`_fill_other_columns`).
 
     Example:
         >>> ingest_records(conn, corpus, [Record("d1", "hello", None)], embedder=emb).inserted  # doctest: +SKIP

@@ -136,7 +136,10 @@ def _metadata_problem(metadata: dict[str, Any]) -> str | None:
         >>> _metadata_problem({"a": "x", "n": 1.5}) is None
         True
     """
-    stack: list[tuple[str, Any]] = [(k, v) for k, v in metadata.items()]
+    for k in metadata:
+        if problem := _text_problem(str(k)):
+            return f"a field name {problem}"
+    stack: list[tuple[str, Any]] = list(metadata.items())
     while stack:  # (not recursive: a deeply nested value is no RecursionError)
         top, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
@@ -150,9 +153,6 @@ def _metadata_problem(metadata: dict[str, Any]) -> str | None:
                 stack.append((top, v))
         elif isinstance(value, list):
             stack.extend((top, v) for v in value)
-    for k in metadata:
-        if problem := _text_problem(str(k)):
-            return f"a field name {problem}"
     return None
 
 

@@ -35,7 +35,7 @@ from pglogic.engine.compile import (
     compile_query,
     set_local,
 )
-from pglogic.engine.conjunction import and_texts
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
 from pglogic.engine.filters import Filter, filters_sql
 from pglogic.engine.plans import prefer_exact, scan_plan
 from pglogic.engine.source import SCHEMA, Corpus
@@ -49,7 +49,6 @@ from pglogic.query import (
     quote_term,
     to_tree,
 )
-from pglogic.query import terms as tree_terms
 from pglogic.query.ast import leaves
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.citus import PROPAGATE, distribution, table_stats, with_propagation
@@ -246,7 +245,7 @@ def search(
     t2 = time.perf_counter()
     hits = execute(conn, compiled, vectors)
     if remember_terms and missing:  # the query's terms and AND phrases, not NSFL's fused texts
-        query_terms = {*tree_terms(tree), *and_texts(tree)}  # (pglogic.search needs the phrases)
+        query_terms = set(scored_terms(tree, DEFAULT_AND_TEXT))  # (as cache_terms caches them)
         new = {t: found[t] for t in missing if t in query_terms}
         if callable(remember_terms):
             remember_terms(corpus, new)
