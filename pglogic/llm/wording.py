@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,50 @@ def stem(word: str) -> str:
     if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         return w[:-1]
     return w
+
+
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """English function words from a maintained list: scikit-learn's ``ENGLISH_STOP_WORDS``
+    (the Glasgow Information Retrieval Group's list, 318 words), loaded on first use.
+
+    Example:
+        >>> {"get", "have", "the", "not"} <= stop_words()
+        True
+    """
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+def is_function_word(word: str) -> bool:
+    """Whether ``word`` carries no topic: a stop word (:func:`stop_words`), a contraction of one
+    ("I'm", "it's") or of a negated auxiliary ("don't", "won't", "aren't").
+
+    Example:
+        >>> [is_function_word(w) for w in ("get", "don't", "I'm", "Aren’t", "passport", "gym")]
+        [True, True, True, True, False, False]
+    """
+    w = word.casefold().replace("’", "'")
+    if w.endswith("n't") or w == "cannot":
+        return True
+    if "'" in w:
+        head, _, tail = w.partition("'")
+        if tail in ("s", "m", "re", "ve", "ll", "d") and head in stop_words():
+            return True
+    return w in stop_words()
+
+
+def content_stems(text: str) -> list[str]:
+    """The stems (:func:`stem`) of ``text``'s words that are not function words, in order.
+
+    Example:
+        >>> content_stems("How do I get a work permit?")
+        ['work', 'permit']
+        >>> content_stems("the ones that don't")
+        ['ones']
+    """
+    return [stem(w) for w in _words(text) if not is_function_word(w)]
 
 
 @dataclass(frozen=True)
