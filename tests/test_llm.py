@@ -22,6 +22,7 @@ import pytest
 from pglogic import PgLogic
 from pglogic.errors import ConfigError, LLMError, QueryError, UnknownCorpus
 from pglogic.llm.client import PLACEHOLDER_KEY, ChatClient, LLMConfig
+from pglogic.llm.grammar import mixed_operators
 from pglogic.llm.rewrite import (
     CACHE,
     EXAMPLES,
@@ -31,6 +32,7 @@ from pglogic.llm.rewrite import (
     constraint,
     example_answer,
     extract_formula,
+    mixing_message,
     rewrite,
     system_prompt,
 )
@@ -100,17 +102,54 @@ def test_valid_query_and_the_request_sent(server: ChatServer) -> None:
         item for q, f in EXAMPLES for item in (("user", f"Question: {q}"), ("assistant", f))
     ]
     formulas = [f for _, f in EXAMPLES]
-    # the examples show NOT, NOT over a group, OR under AND, AND under OR, two groups in one
+    # the examples show one-topic questions as one term, content negation kept inside a term,
+    # NOT, NOT over a group, OR under AND and AND under OR, always with parentheses
+    assert sum(parse(f) == Term(f.strip('"')) for f in formulas) >= 3
+    assert any(" won't " in f or " without " in f for f in formulas if "NOT" not in f)
     assert any("NOT (" in f for f in formulas)
-    assert any(") OR" in f for f in formulas) and any("AND (" in f for f in formulas)
-    assert any(f.count("(") >= 2 for f in formulas)
+    assert any("OR (" in f for f in formulas) and any("AND (" in f for f in formulas)
+    assert all(mixed_operators(f) is None for f in formulas)
     # ... and share no question (nor a gold formula) with the benchmark's hand-written set
     path = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     bench_questions = {" ".join(r["question"].casefold().split()) for r in rows}
     bench_golds = {r["gold"] for r in rows}
+    real = path.parent / "real" / "questions.jsonl"
+    for line in real.read_text().splitlines():
+        row = json.loads(line)
+        bench_questions.add(" ".join(row["question"].casefold().split()))
+        bench_golds.add(row["gold"])
     for q, f in EXAMPLES:
         assert " ".join(q.casefold().split()) not in bench_questions and f not in bench_golds
+
+
+def test_an_answer_mixing_and_and_or_is_sent_back_once_to_be_bracketed(server: ChatServer) -> None:
+    server.script(
+        '"electric cars" OR "hybrid cars" AND "Norway"',
+        '("electric cars" OR "hybrid cars") AND "Norway"',
+    )
+    question = "Reviews of electric or hybrid cars in Norway"
+    rw = rewrite(question, client(server), cache=None)
+    assert rw.query == '("electric cars" OR "hybrid cars") AND "Norway"'
+    assert (rw.attempts, rw.fallback, rw.repairs) == (2, False, ())
+    first, second = (r["json"]["messages"] for r in server.requests)
+    assert second[len(first) + 1] == {"role": "user", "content": mixing_message(34)}
+    # a second unbracketed answer is read by precedence, and the output says so
+    server.script('"vans" OR "trucks" AND "Norway"', '"vans" OR "trucks" AND "Norway"')
+    rw = rewrite("vans or trucks in Norway", client(server), cache=None)
+    assert rw.query == '"vans" OR ("trucks" AND "Norway")'  # the grouping, shown
+    assert rw.repairs[0].startswith("AND binds tighter than OR")
+
+
+def test_what_the_checks_change_is_shown_beside_the_models_own_query(server: ChatServer) -> None:
+    server.script('"museums in Berlin" AND "Pergamon"')
+    rw = rewrite("Museums in Berlin besides the Pergamon", client(server), cache=None)
+    assert rw.model_query == '"museums in Berlin" AND "Pergamon"'
+    assert rw.query == '"museums in Berlin" AND NOT "Pergamon"'
+    assert rw.repairs == ('negated "Pergamon" (excluded in the question)',)
+    server.script('"vegan desserts" AND NOT "coconut"')
+    rw = rewrite("Vegan desserts that don't use coconut", client(server), cache=None)
+    assert rw.query == rw.model_query == '"vegan desserts" AND NOT "coconut"' and not rw.repairs
 
 
 def test_unparsable_answer_is_retried_with_the_parser_message(server: ChatServer) -> None:
@@ -219,10 +258,12 @@ def test_grammar_mode_sends_the_questions_grammar(server: ChatServer) -> None:
     assert "response_format" not in body
     assert body["grammar"] == constraint(question, "grammar")["grammar"]
     lines = body["grammar"].splitlines()
-    assert lines[0] == 'root ::= first-and (" OR " and)*'
-    assert lines[-1] == (
-        'word ::= "News" | "news" | "about" | "crude" | "oil" | "natural" | "gas"'
-    )  # "but" and "not" carry logic: never inside a term
+    assert lines[0] == "root ::= atom (and-tail | or-tail)?"  # AND and OR never meet unbracketed
+    assert lines[-3:] == [
+        'content ::= "News" | "news" | "crude" | "oil" | "natural" | "gas"',
+        'plain ::= "about"',  # a function word: never a term on its own
+        'neg ::= "not"',  # only between two words ("but" carries logic: never in a term)
+    ]
     assert body["messages"][0]["content"] == system_prompt("grammar")
     assert body["messages"][2]["content"] == EXAMPLES[0][1]
     assert server.gets == []  # a configured mode asks no /models

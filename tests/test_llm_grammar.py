@@ -22,12 +22,14 @@ import pytest
 from pglogic.llm.grammar import (
     QUERY_SCHEMA,
     answer_to_query,
+    grammar_text,
+    mixed_operators,
     query_gbnf,
     question_words,
     tree_from_json,
     tree_to_json,
 )
-from pglogic.llm.wording import refine, snap_term, tokens
+from pglogic.llm.wording import content_stems, question_names, refine, snap_term, tokens
 from pglogic.query import parse, positive_terms, terms, to_string
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
@@ -226,24 +228,46 @@ def test_every_string_the_grammar_generates_parses_canonically(
         assert grammar.accepts(text)
 
 
-def test_the_grammar_refuses_what_does_not_parse_or_negates_everything() -> None:
+def test_the_grammar_refuses_what_does_not_parse_negates_everything_or_mixes() -> None:
     grammar = Grammar(query_gbnf())
-    for text in ['"a" AND NOT "b"', '("a" OR "b") AND NOT ("c" OR "d")', '"a" OR "b" AND "c"']:
+    for text in ['"a" AND NOT "b"', '("a" OR "b") AND NOT ("c" OR "d")', '"a" OR ("b" AND "c")',
+                 '("a" OR "b") AND "c"', '"a" OR "b" OR "c"']:  # fmt: skip
         assert grammar.accepts(text), text
     for text in ['NOT "a"', "a AND b", '"a" "b"', '("a" OR "b"', '"a" and "b"', '" a"', '""',
-                 '"a" AND NOT NOT "b"', '"a"  AND "b"']:  # fmt: skip
+                 '"a" AND NOT NOT "b"', '"a"  AND "b"',
+                 '"a" OR "b" AND "c"', '"a" AND "b" OR "c"',  # AND and OR meet: say how
+                 '"a" OR NOT "b"', '(NOT "a") AND "b"']:  # fmt: skip
         assert not grammar.accepts(text), text
+
+
+def test_mixed_operators_finds_where_and_and_or_meet() -> None:
+    assert mixed_operators('"a" OR "b" AND "c"') == 12
+    assert mixed_operators('"a" AND "b" or "c"') == 13
+    assert mixed_operators('("a" OR "b") AND ("c" OR "d")') is None
+    assert mixed_operators('"a" AND NOT ("b" OR "c")') is None
+    assert mixed_operators('("a" AND "b" OR "c")') == 14
 
 
 def test_vocabulary_grammar_keeps_the_questions_words_only() -> None:
     words = question_words("Gold or silver prices, but not mining companies")
-    assert words == ["Gold", "silver", "prices", "mining", "companies"]
+    assert words == ["Gold", "silver", "prices", "not", "mining", "companies"]
     grammar = Grammar(query_gbnf(words))
     assert grammar.accepts('"gold prices" OR "silver prices"')
     assert grammar.accepts('("Gold" OR "silver") AND "prices" AND NOT "mining companies"')
     assert not grammar.accepts('"gold price"')  # no rewording
     assert not grammar.accepts('"gold or silver"')  # no OR inside a term
     assert not grammar.accepts('"gold" AND NOT "copper"')  # no invented term
+    assert not grammar.accepts('"gold" AND NOT "not mining"')  # a negation word never starts
+    assert not grammar.accepts('"gold" AND "mining not"')  # ... nor ends a term
+
+
+def test_vocabulary_grammar_keeps_content_negation_and_refuses_filler_terms() -> None:
+    words = question_words("How do I get a visa when my bread doesn't rise?")
+    grammar = Grammar(query_gbnf(words))
+    assert grammar.accepts('"my bread doesn\'t rise"')  # content negation stays content
+    assert grammar.accepts('"visa" AND "bread doesn\'t rise"')
+    for filler in ('"get"', '"visa" AND "get"', '"visa" AND "doesn\'t"', '"how do I"'):
+        assert not grammar.accepts(filler), filler
 
 
 def test_every_gold_formula_fits_its_questions_grammar() -> None:
@@ -251,9 +275,9 @@ def test_every_gold_formula_fits_its_questions_grammar() -> None:
     assert len(rows) >= 100
     for row in rows:
         grammar = Grammar(query_gbnf(question_words(row["question"])))
-        gold = to_string(parse(row["gold"]))
-        lowered = to_string(parse(gold.lower().replace(" and ", " AND ").replace(" or ", " OR ")
-                                  .replace("not ", "NOT ")))  # fmt: skip
+        gold = grammar_text(parse(row["gold"]))
+        lowered = grammar_text(parse(gold.lower().replace(" and ", " AND ").replace(" or ", " OR ")
+                                     .replace("not ", "NOT ")))  # fmt: skip
         assert grammar.accepts(gold) or grammar.accepts(lowered), row
 
 
@@ -301,9 +325,9 @@ def test_the_checks_leave_every_gold_formula_almost_alone() -> None:
         # request words at a term's edge go
         ("Questions about sourdough or rye bread", '"questions about sourdough" OR "rye bread"',
          '"sourdough" OR "rye bread"'),
-        # a NOT the question does not say is removed
+        # a NOT the model wrote is never removed, even where the question says none
         ("Food safety of rice left out overnight", '"food safety" AND "rice" AND NOT "left out overnight"',
-         '"food safety" AND "rice" AND "left out overnight"'),
+         '"food safety" AND "rice" AND NOT "left out overnight"'),
         # a negated group left positive is negated, as one NOT of an OR
         ("Hiking boots, excluding Salomon and Merrell", '"hiking boots" AND ("Salomon" AND "Merrell")',
          '"hiking boots" AND NOT ("Salomon" OR "Merrell")'),
@@ -312,18 +336,30 @@ def test_the_checks_leave_every_gold_formula_almost_alone() -> None:
         # either ... or joined by AND becomes OR
         ("Either violin or cello lessons for adults", '"violin" AND "cello lessons" AND "adults"',
          '("violin" OR "cello lessons") AND "adults"'),
-        # ", or" separates top-level alternatives
+        # how AND and OR group is the model's to say (the grammar makes it bracket them)
         ("Solar panels and batteries, or heat pumps", '"solar panels" AND ("batteries" OR "heat pumps")',
-         '"solar panels" AND "batteries" OR "heat pumps"'),
-        # a dropped content word comes back, negated inside a negated clause
+         '"solar panels" AND ("batteries" OR "heat pumps")'),
+        # no dropped word is restored as a term, except a thing excluded by a certain cue
         ("Knife sharpening with a whetstone, not with an electric sharpener",
          '"knife sharpening" AND NOT "electric sharpener"',
-         '"knife sharpening" AND "whetstone" AND NOT "electric sharpener"'),
-        ("Pasta recipes without tomatoes", '"pasta recipes"', '"pasta recipes" AND NOT "tomatoes"'),
-        # a closing negation applies to every alternative; a shared first term is factored out
-        ("Reports on interest rates or inflation, but not about the Federal Reserve",
-         '"interest rates" OR "inflation" AND NOT "Federal Reserve"',
-         '("interest rates" OR "inflation") AND NOT "Federal Reserve"'),
+         '"knife sharpening" AND NOT "electric sharpener"'),
+        ("Marathon training plans, apart from ones that need a gym", '"marathon training plans"',
+         '"marathon training plans" AND NOT "gym"'),
+        # after an uncertain cue ("without", "not", "don't") the model's reading stands
+        ("Pasta recipes without tomatoes", '"pasta recipes"', '"pasta recipes"'),
+        ("Why does my bread not rise in the oven?", '"bread not rise in the oven"',
+         '"bread not rise in the oven"'),
+        ("Vegan desserts that don't use coconut", '"vegan desserts" AND NOT "coconut"',
+         '"vegan desserts" AND NOT "coconut"'),
+        # after a certain cue a positive term is negated
+        ("Museums in Berlin besides the Pergamon", '"museums in Berlin" AND "Pergamon"',
+         '"museums in Berlin" AND NOT "Pergamon"'),
+        ("Pasta sauces, but not spicy ones", '"pasta sauces" AND "spicy"',
+         '"pasta sauces" AND NOT "spicy"'),
+        # no check adds a term made of function words ("get", "hold")
+        ("How do I get a work permit when I hold a Brazilian passport?",
+         '"work permit" AND "Brazilian passport"', '"work permit" AND "Brazilian passport"'),
+        # a shared first term is factored out (the same truth table)
         ("Memory leaks in Rust or Go", '"memory leaks" AND "Rust" OR "memory leaks" AND "Go"',
          '"memory leaks" AND ("Rust" OR "Go")'),
         # leading articles and "how to" go; a dropped alternative comes back under the OR
@@ -331,7 +367,7 @@ def test_the_checks_leave_every_gold_formula_almost_alone() -> None:
          '"bake bread" AND NOT "yeast"'),
         ("Dark matter or dark energy, but not galaxy clusters",
          '"dark matter" AND NOT "galaxy clusters"',
-         '("dark matter" OR "dark energy") AND NOT "galaxy clusters"'),
+         '"dark matter" AND NOT "galaxy clusters"'),
         # a question that quotes its terms is taken at its word
         ('Which documents match "a" AND NOT "b" OR "c"?', '"a" AND NOT "b" OR "c"',
          '"a" AND NOT "b" OR "c"'),
@@ -353,3 +389,41 @@ def test_snap_and_negation_scope() -> None:
         "Trade deficit"
     )
     assert snap_term("completely different", tokens("Trade deficit")) is None
+
+
+REAL = QUESTIONS.parent / "real" / "questions.jsonl"
+
+
+def _real_golds() -> list[tuple[str, str]]:
+    out = []
+    for line in REAL.read_text().splitlines():
+        row = json.loads(line)
+        for gold in [row["gold"], *row["alts"]]:
+            if gold != "plain":
+                out.append((row["question"], gold))
+    return out
+
+
+def test_the_checks_leave_every_real_gold_alone() -> None:
+    """Over the 269 real questions' gold formulas (bench/nl/real), a right answer is never
+    changed by a check: the checks act only where they are certain."""
+    changed = [(q, g) for q, g in _real_golds() if refine(parse(g), q)[0] != parse(g)]
+    assert changed == []
+
+
+def test_the_grammar_can_write_the_real_golds() -> None:
+    """Every gold of bench/nl/real whose terms are made of its question's words (a few distribute
+    a shared word or keep a cue word inside a term) is a sentence of that question's grammar."""
+    refused = []
+    for question, gold in _real_golds():
+        words = {w.casefold() for w in question_words(question)}
+        tree = parse(gold)
+        if not all({w.casefold() for w in t.split()} <= words for t in terms(tree)):
+            continue
+        names = question_names(question)
+        if not Grammar(query_gbnf(question_words(question), names)).accepts(grammar_text(tree)):
+            refused.append(gold)
+            # the one limit: a term the stop list counts as function words ("bottom" is in
+            # scikit-learn's list), which the grammar does not let the model write alone
+            assert any(not content_stems(t, names) for t in terms(tree)), gold
+    assert len(refused) <= 2, refused

@@ -19,7 +19,9 @@ from conftest import run_cli
 from openai_stub import ChatServer, Reply
 
 from pglogic.eval.nl import NL_METHODS, QUESTION_SYSTEM, REASONING_SYSTEM
+from pglogic.llm.grammar import grammar_text
 from pglogic.llm.rewrite import SYSTEM_PROMPT
+from pglogic.query import parse
 
 ASKED = "Which documents match "
 
@@ -33,7 +35,8 @@ class EchoChatServer(ChatServer):
         if system == QUESTION_SYSTEM:
             content = ASKED + last.removeprefix("Query: ") + "?"
         elif system.startswith(SYSTEM_PROMPT):
-            content = last.removeprefix("Question: ").removeprefix(ASKED).removesuffix("?")
+            asked = last.removeprefix("Question: ").removeprefix(ASKED).removesuffix("?")
+            content = grammar_text(parse(asked))  # parenthesised where AND and OR meet
         elif system == REASONING_SYSTEM:
             content = "Relevant documents discuss " + last
         else:

@@ -26,6 +26,7 @@ import pytest
 
 from pglogic.integrations.http import ServeConfig, create_app
 from tests.conftest import Server, reuters_database
+from tests.openai_stub import ChatServer
 
 QUERY = '"grain" AND NOT "wheat"'
 DESKTOP = {"width": 1280, "height": 900}
@@ -54,11 +55,33 @@ def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]
 
 @pytest.fixture(scope="module")
 def base_url(news_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The application under uvicorn on 127.0.0.1 (a free port), in a thread."""
+    """The application under uvicorn on 127.0.0.1 (a free port), in a thread; no LLM."""
+    keys = tmp_path_factory.mktemp("keys") / "keys.json"
+    yield from serve(create_app(ServeConfig(dsn=news_dsn, keys_file=keys, llm_env={})))
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ChatServer]:
+    """A scripted OpenAI-compatible endpoint over real HTTP."""
+    with ChatServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def ask_url(
+    news_dsn: str, llm: ChatServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The application with an LLM endpoint configured (the scripted one)."""
+    keys = tmp_path_factory.mktemp("keys") / "keys.json"
+    env = {"PGLOGIC_LLM_BASE_URL": llm.url, "PGLOGIC_LLM_MODEL": "stub",
+           "PGLOGIC_LLM_OUTPUT": "plain"}  # fmt: skip
+    yield from serve(create_app(ServeConfig(dsn=news_dsn, keys_file=keys, llm_env=env)))
+
+
+def serve(app: Any) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its URL."""
     import uvicorn
 
-    keys = tmp_path_factory.mktemp("keys") / "keys.json"
-    app = create_app(ServeConfig(dsn=news_dsn, keys_file=keys, llm_env={}))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -299,3 +322,27 @@ def test_on_a_phone(phone: Any, base_url: str, tmp_path: Path) -> None:
     phone.fill("#query", '"grain" AND NOT')
     phone.wait_for_selector("#query-error:not([hidden])")
     assert phone.text_content("#error-caret") == " " * 12 + "^"
+
+
+def test_ask_shows_what_the_checks_changed_beside_the_models_own_query(
+    page: Any, ask_url: str, llm: ChatServer, tmp_path: Path
+) -> None:
+    llm.script('"grain shipments" AND "wheat"')  # the model missed the exclusion
+    ready(page, ask_url)
+    assert page.is_visible("#ask")
+    before = searched(page)
+    page.fill("#query", "grain shipments other than wheat")
+    page.click("#ask")
+    wait_searched(page, before)
+    info = page.inner_text("#ask-info")
+    assert 'The model wrote: "grain shipments" AND "wheat"' in info
+    assert 'negated "wheat" (excluded in the question)' in info
+    assert 'Searched: "grain shipments" AND NOT "wheat"' in info
+    assert page.text_content("#logical-query") == '"grain shipments" AND NOT "wheat"'
+    assert len(page.query_selector_all("#logical-hits > li")) == 10
+    shots(tmp_path, page, "playground-ask")
+
+
+def test_no_ask_button_without_an_llm(page: Any, base_url: str) -> None:
+    ready(page, base_url)
+    assert not page.is_visible("#ask")

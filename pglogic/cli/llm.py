@@ -54,6 +54,7 @@ def answer_json(result: AskResult) -> dict[str, Any]:
         "model": rw.model,
         "answers": list(rw.answers),
         "output": rw.output,
+        "model_query": rw.model_query,
         "repairs": list(rw.repairs),
         "cached": rw.cached,
         "rewrite_seconds": rw.seconds,
@@ -170,6 +171,7 @@ def ask(
         how = "cached" if rw.cached else f"in {rw.seconds:.2f}s"
         console.print(Text(f"Rewritten by:  {rw.model}, {how} ({rw.output})"), soft_wrap=True)
         if rw.repairs:
+            console.print(Text(f"Model wrote:   {rw.model_query}"), soft_wrap=True)
             console.print(Text(f"Checked:       {'; '.join(rw.repairs)}"), soft_wrap=True)
         title = f"Logical query: {rw.query}"
     print_hits(result.search, explain=explain, title=title)

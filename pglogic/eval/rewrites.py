@@ -39,7 +39,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pglogic.llm.wording import content_stems
+from pglogic.llm.wording import content_stems, question_names
 from pglogic.query import And, Match, Node, Not, Or, Term, parse, to_string
 
 #: The word that stands for a gold with no logic (one dense term).
@@ -144,15 +144,15 @@ def _value(tree: Node, truth: Mapping[str, bool]) -> bool:
     return all(values) if isinstance(tree, And) else any(values)
 
 
-def _key(text: str) -> str:
-    words = content_stems(text)
+def _key(text: str, names: frozenset[str] = frozenset()) -> str:
+    words = content_stems(text, names)
     return " ".join(words) if words else " ".join(text.casefold().split())
 
 
-def _canonical(tree: Node) -> str:
+def _canonical(tree: Node, names: frozenset[str]) -> str:
     def walk(node: Node) -> Node:
         if isinstance(node, Term | Match):
-            return Term(_key(node.text))
+            return Term(_key(node.text, names))
         if isinstance(node, Not):
             return Not(walk(node.child))
         assert isinstance(node, And | Or)
@@ -162,7 +162,7 @@ def _canonical(tree: Node) -> str:
     return to_string(walk(tree))
 
 
-def align(term: str, gold_terms: Sequence[str]) -> str | None:
+def align(term: str, gold_terms: Sequence[str], names: frozenset[str] = frozenset()) -> str | None:
     """The gold term ``term`` stands for: the one sharing the most content words (ties: the
     larger share of the gold term's words, then the first); None when it shares none.
 
@@ -172,11 +172,11 @@ def align(term: str, gold_terms: Sequence[str]) -> str | None:
         >>> align("get", ["work permit", "Brazilian passport"]) is None
         True
     """
-    mine = set(content_stems(term))
+    mine = set(content_stems(term, names))
     best: tuple[int, float, int] | None = None
     found = None
     for i, gold in enumerate(gold_terms):
-        theirs = set(content_stems(gold)) or {_key(gold)}
+        theirs = set(content_stems(gold, names)) or {_key(gold)}
         common = len(mine & theirs)
         if not common:
             continue
@@ -202,7 +202,7 @@ def _gold_tree(formula: Node | None, question: str) -> Node:
     return Term(question or "question") if formula is None else formula
 
 
-def structural(rewritten: Node, gold: Node) -> bool:
+def structural(rewritten: Node, gold: Node, names: frozenset[str] = frozenset()) -> bool:
     """Whether ``rewritten`` has ``gold``'s truth table once its terms are aligned (:func:`align`).
 
     Example:
@@ -216,14 +216,14 @@ def structural(rewritten: Node, gold: Node) -> bool:
     gold_terms = list(dict.fromkeys(t for t, _ in leaves(gold)))
     mapping: dict[str, str] = {}
     for text, _ in leaves(rewritten):
-        found = align(text, gold_terms)
+        found = align(text, gold_terms, names)
         if found is None:
             return False
         mapping[text] = found
     return _same_table(rewritten, gold, mapping)
 
 
-def errors(rewritten: Node, gold: Node) -> tuple[str, ...]:
+def errors(rewritten: Node, gold: Node, names: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """What is wrong in ``rewritten`` against ``gold`` (:data:`ERROR_KINDS`); () when structural.
 
     Example:
@@ -234,7 +234,7 @@ def errors(rewritten: Node, gold: Node) -> tuple[str, ...]:
         >>> errors(parse('"recipes with X" AND "Y"'), parse('"recipes with X" OR "recipes with Y"'))
         ('OR/AND swap',)
     """
-    if structural(rewritten, gold):
+    if structural(rewritten, gold, names):
         return ()
     gold_leaves = leaves(gold)
     gold_terms = list(dict.fromkeys(t for t, _ in gold_leaves))
@@ -242,9 +242,9 @@ def errors(rewritten: Node, gold: Node) -> tuple[str, ...]:
     found: list[str] = []
     aligned: dict[str, list[bool]] = {}
     for text, negated in leaves(rewritten):
-        target = align(text, gold_terms)
+        target = align(text, gold_terms, names)
         if target is None:
-            found.append("filler term" if not content_stems(text) else "unaligned term")
+            found.append("filler term" if not content_stems(text, names) else "unaligned term")
             continue
         aligned.setdefault(target, []).append(negated)
         if negated and target not in gold_negated:
@@ -277,6 +277,7 @@ def judge_rewrite(rewritten: Node | None, gold: Gold, question: str) -> Judgemen
     """
     if rewritten is None:
         return Judgement(False, False, False, ("missing term",))
+    names = question_names(question)
     exact = equivalent = struct = False
     for formula in gold.formulas:
         if formula is None:
@@ -284,16 +285,18 @@ def judge_rewrite(rewritten: Node | None, gold: Gold, question: str) -> Judgemen
             exact = exact or one
             equivalent = equivalent or one
         else:
-            same = _canonical(rewritten) == _canonical(formula)
+            same = _canonical(rewritten, names) == _canonical(formula, names)
             exact = exact or same
             if not equivalent:
-                keys = {_key(t): t for t, _ in leaves(formula)}
-                mapping = {t: keys[_key(t)] for t, _ in leaves(rewritten) if _key(t) in keys}
+                keys = {_key(t, names): t for t, _ in leaves(formula)}
+                mapping = {
+                    t: keys[_key(t, names)] for t, _ in leaves(rewritten) if _key(t, names) in keys
+                }
                 equivalent = len(mapping) == len({t for t, _ in leaves(rewritten)}) and (
                     _same_table(rewritten, formula, mapping)
                 )
-        struct = struct or structural(rewritten, _gold_tree(formula, question))
-    found = () if struct else errors(rewritten, _gold_tree(gold.formulas[0], question))
+        struct = struct or structural(rewritten, _gold_tree(formula, question), names)
+    found = () if struct else errors(rewritten, _gold_tree(gold.formulas[0], question), names)
     return Judgement(exact, equivalent or exact, struct or exact, found)
 
 

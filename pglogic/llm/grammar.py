@@ -16,9 +16,9 @@ well formed by construction. :func:`answer_to_query` reads either form.
 
 Example:
     >>> print(query_gbnf().splitlines()[0])
-    root ::= first-and (" OR " and)*
+    root ::= atom (and-tail | or-tail)?
     >>> question_words("Gold or silver, but not mining companies")
-    ['Gold', 'silver', 'mining', 'companies']
+    ['Gold', 'silver', 'not', 'mining', 'companies']
     >>> answer_to_query('{"query": {"and": [{"term": "gold"}, {"not": {"term": "mining"}}]}}')
     '"gold" AND NOT "mining"'
 """
@@ -30,15 +30,24 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pglogic.llm.wording import is_function_word
 from pglogic.query import And, Match, Node, Not, Or, Term, to_string
+from pglogic.query.lexer import TokenKind, tokenize
 
 
 def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-#: Words that carry the logic of a question; never part of a term in the constrained grammar.
-LOGIC_WORDS = _wordset("or nor not neither either without except excluding but than no none")
+#: Words that carry the logic of a question: never part of a term in the constrained grammar.
+LOGIC_WORDS = _wordset(
+    "or nor neither either except excluding exclude but than none besides apart aside rather"
+)
+
+#: Negation words that may stand inside a term, between two other words, so that content
+#: negation stays content ("bread not rising"); never first or last, so a term cannot be a bare
+#: "no" or "don't". Contractions ending in "n't" count too (:func:`is_negation_word`).
+INNER_NEGATIONS = _wordset("not no never without cannot instead")
 
 _WORD = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?")
 
@@ -46,13 +55,26 @@ _WORD = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?")
 #: and no space at either end.
 _FREE_TERM = r'term ::= "\"" [^"\\\x00-\x1f ] ([^"\\\x00-\x1f]* [^"\\\x00-\x1f ])? "\""'
 
-_RULES_TAIL = (
-    'and ::= unary (" AND " unary)*',
-    'first-and ::= first (" AND " unary)*',
+#: The query rules: one operator per level (parentheses say how AND and OR group), the first
+#: operand of a level not negated, NOT not directly under OR.
+_RULES = (
+    "root ::= atom (and-tail | or-tail)?",
+    'and-tail ::= (" AND " unary)+',
+    'or-tail ::= (" OR " atom)+',
     'unary ::= "NOT " atom | atom',
-    'first ::= term | "(" root ")"',
     'atom ::= term | "(" root ")"',
 )
+
+
+def is_negation_word(word: str) -> bool:
+    """Whether ``word`` negates: one of :data:`INNER_NEGATIONS` or a contraction in "n't".
+
+    Example:
+        >>> [is_negation_word(w) for w in ("not", "doesn't", "won’t", "nothing")]
+        [True, True, True, False]
+    """
+    w = word.casefold().replace("’", "'")
+    return w in INNER_NEGATIONS or w.endswith("n't")
 
 
 def question_words(question: str) -> list[str]:
@@ -63,7 +85,7 @@ def question_words(question: str) -> list[str]:
 
     Example:
         >>> question_words("Memory leaks in Rust or C++, not in Go.")
-        ['Memory', 'leaks', 'in', 'Rust', 'C++', 'Go']
+        ['Memory', 'leaks', 'in', 'Rust', 'C++', 'not', 'Go']
     """
     out: list[str] = []
     for word in _WORD.findall(question):
@@ -84,38 +106,105 @@ def gbnf_literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-def query_gbnf(vocabulary: Sequence[str] | None = None) -> str:
-    """The GBNF grammar of a canonical logical query whose first term is not negated.
+def _alternatives(words: Sequence[str]) -> str:
+    forms: list[str] = []
+    for word in words:
+        for form in (word, word.lower()):
+            if form and form not in forms:
+                forms.append(form)
+    return " | ".join(gbnf_literal(w) for w in forms)
+
+
+def query_gbnf(vocabulary: Sequence[str] | None = None, names: frozenset[str] = frozenset()) -> str:
+    """The GBNF grammar of a canonical logical query in which AND and OR never meet without
+    parentheses and the first operand of each level is not negated.
 
     Without ``vocabulary`` a term is any text without quotes, backslashes or control characters
-    that neither starts nor ends with a space. With it, a term is one or more of those words (each
-    also in lower case) separated by single spaces.
+    that neither starts nor ends with a space. With it, a term is made of those words (each also in
+    lower case), single spaces between: at least one content word (not a function word, see
+    :func:`pglogic.llm.wording.is_function_word`; a word in ``names``, the question's names, is
+    content), and negation words (:func:`is_negation_word`) only between two other words.
 
     Example:
-        >>> print(query_gbnf(["Gold", "prices"]))
-        root ::= first-and (" OR " and)*
-        and ::= unary (" AND " unary)*
-        first-and ::= first (" AND " unary)*
+        >>> print(query_gbnf(["How", "bread", "not", "rise"]))
+        root ::= atom (and-tail | or-tail)?
+        and-tail ::= (" AND " unary)+
+        or-tail ::= (" OR " atom)+
         unary ::= "NOT " atom | atom
-        first ::= term | "(" root ")"
         atom ::= term | "(" root ")"
-        term ::= "\\"" word (" " word)* "\\""
-        word ::= "Gold" | "gold" | "prices"
+        term ::= "\\"" (plain " ")* content (" " (neg " ")? word)* "\\""
+        word ::= content | plain
+        content ::= "bread" | "rise"
+        plain ::= "How" | "how"
+        neg ::= "not"
     """
-    lines = ['root ::= first-and (" OR " and)*', *_RULES_TAIL]
+    lines = list(_RULES)
     if vocabulary is None:
         lines.append(_FREE_TERM)
         return "\n".join(lines)
-    words: list[str] = []
-    for word in vocabulary:
-        for form in (word, word.lower()):
-            if form and form not in words:
-                words.append(form)
-    if not words:
-        raise ValueError("A grammar vocabulary needs at least one word")
-    lines.append('term ::= "\\"" word (" " word)* "\\""')
-    lines.append("word ::= " + " | ".join(gbnf_literal(w) for w in words))
+    negs = [w for w in vocabulary if is_negation_word(w)]
+    rest = [w for w in vocabulary if not is_negation_word(w)]
+    content = [w for w in rest if not is_function_word(w, names)]
+    plain = [w for w in rest if is_function_word(w, names)]
+    if not content:  # a question of function words only: any of its words makes a term
+        content, plain = rest, []
+    if not content:
+        raise ValueError("A grammar vocabulary needs at least one word that is not a negation")
+    neg = ' (neg " ")?' if negs else ""
+    lead = '(plain " ")* ' if plain else ""
+    lines.append(f'term ::= "\\"" {lead}content (" "{neg} word)* "\\""')
+    lines.append("word ::= content | plain" if plain else "word ::= content")
+    lines.append("content ::= " + _alternatives(content))
+    if plain:
+        lines.append("plain ::= " + _alternatives(plain))
+    if negs:
+        lines.append("neg ::= " + _alternatives(negs))
     return "\n".join(lines)
+
+
+def grammar_text(tree: Node) -> str:
+    """``tree`` as the grammar writes it: canonical, with parentheses around every AND inside an
+    OR too (:func:`pglogic.query.to_string` leaves those out, as precedence allows).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> grammar_text(parse('"a" AND "b" OR NOT "c"'))
+        '("a" AND "b") OR NOT "c"'
+    """
+    if isinstance(tree, Term | Match):
+        return to_string(tree)
+    if isinstance(tree, Not):
+        inner = grammar_text(tree.child)
+        return f"NOT ({inner})" if isinstance(tree.child, And | Or) else f"NOT {inner}"
+    op = " AND " if isinstance(tree, And) else " OR "
+    parts = []
+    for child in tree.children:
+        text = grammar_text(child)
+        parts.append(f"({text})" if isinstance(child, And | Or) else text)
+    return op.join(parts)
+
+
+def mixed_operators(text: str) -> int | None:
+    """The column of the first operator of ``text`` that meets the other one (AND beside OR) at
+    the same level without parentheses, or None. ``"a" OR "b" AND "c"`` parses (AND binds
+    tighter), but a model that writes it may have meant ``("a" OR "b") AND "c"``.
+
+    Example:
+        >>> mixed_operators('"a" OR "b" AND "c"'), mixed_operators('("a" OR "b") AND "c"')
+        (12, None)
+    """
+    levels: list[set[TokenKind]] = [set()]
+    for tok in tokenize(text):
+        if tok.kind is TokenKind.LPAREN:
+            levels.append(set())
+        elif tok.kind is TokenKind.RPAREN:
+            if len(levels) > 1:
+                levels.pop()
+        elif tok.kind in (TokenKind.AND, TokenKind.OR):
+            levels[-1].add(tok.kind)
+            if len(levels[-1]) > 1:
+                return tok.col
+    return None
 
 
 def _node_schema() -> dict[str, Any]:
@@ -235,10 +324,14 @@ def answer_to_query(answer: str) -> str:
 
 
 __all__ = [
+    "INNER_NEGATIONS",
     "LOGIC_WORDS",
     "QUERY_SCHEMA",
     "answer_to_query",
     "gbnf_literal",
+    "grammar_text",
+    "is_negation_word",
+    "mixed_operators",
     "query_gbnf",
     "question_words",
     "response_format",

@@ -40,33 +40,39 @@ from pglogic.errors import QueryError, QuerySyntaxError
 from pglogic.llm.client import Completion, LLMConfig, few_shot_messages
 from pglogic.llm.grammar import (
     answer_to_query,
+    grammar_text,
+    mixed_operators,
     query_gbnf,
     question_words,
     response_format,
     tree_to_json,
 )
-from pglogic.llm.wording import refine
-from pglogic.query import DEFAULT_MAX_TERMS, Node, Term, parse, positive_terms, terms, to_string
+from pglogic.llm.wording import question_names, refine
+from pglogic.query import DEFAULT_MAX_TERMS, Node, Term, parse, positive_terms, terms
 from pglogic.store.search import Hit, SearchResult
 
 SYSTEM_PROMPT = """\
 You turn a search question into a logical query for a semantic search engine that scores \
 documents against each quoted term and combines the scores with AND, OR and NOT.
 
-1. Terms: each topic of the question is one term in double quotes, made of the question's own \
-words, copied as written (same words, same order, same singular or plural). Never add, change, \
-shorten or translate a word.
-2. Leave out words that only ask for documents: "articles", "news", "papers", "questions", \
-"stories", "reports", "how to", "what is", "find".
-3. Split the question into terms at "and", "or", commas, and at "with", "for", "in", "on" when \
-they join two topics; keep "X of Y" together. A question about one topic is one term.
-4. OR: "or", "either ... or". NOT: "not", "but not", "no", "without", "except", "excluding", \
-"other than", "avoiding". "Neither A nor B", "without A or B" and "excluding A and B" all mean \
-NOT (A OR B). Every term of the question appears in the query, negated only if the question \
-negates it.
-5. NOT binds tighter than AND, and AND tighter than OR: put parentheses around an OR inside an \
-AND. A comma followed by "or" starts a new alternative: A AND B, or C is ("A" AND "B") OR "C".
-6. Start with a term to look for, not a negated one."""
+1. Most questions are about one topic or one situation: answer with one term made of the \
+question's topic words. Do not split a question at "with", "for", "in", "on", "when" or "and" \
+when it names one situation.
+2. Terms copy the question's own words in the question's order. Leave out question words \
+("how do I", "why does", "can I", "is it possible to", "what is the best way to") and request \
+words ("articles", "papers", "questions about", "reviews of").
+3. OR: when "or" lists alternatives that would each satisfy the asker, write each alternative \
+as a term, join them with OR, and AND the context they share to the group.
+4. NOT: only when the asker wants documents without something: "but not X", "except X", \
+"excluding X", "other than X", "apart from X", "besides X", "X-free", "neither X nor Y", and \
+"without X", "no X", "not X", "that don't use X", "that aren't X" when X is a thing to leave \
+out. NOT covers the excluded thing alone, without the cue word; several excluded things are \
+NOT ("X" OR "Y").
+5. A negation that describes the problem or the situation is not an exclusion: "bread not \
+rising", "motor won't start", "without leaving brush marks", "yogurt instead of sour cream" (a \
+substitute). Keep it inside the term, with its negation word.
+6. Write parentheses whenever AND and OR appear together. Start with a term to look for, not \
+a negated one."""
 
 #: The last instruction in plain and grammar mode.
 FORMAT_PLAIN = "Answer with the logical query alone, on one line."
@@ -77,29 +83,31 @@ FORMAT_JSON = (
     '{"not": node}, {"and": [node, node, ...]} or {"or": [node, node, ...]}.'
 )
 
-#: Few-shot examples: (question, logical query). None shares a question with
-#: ``bench/nl/questions.jsonl``; they show a single term, request words left out, AND at "with",
-#: NOT, either/or, neither/nor, NOT over a group, ", or" at the top and nested groups.
+#: Few-shot examples: (question, logical query). None shares a question or a domain sentence
+#: with ``bench/nl``'s question sets; they show one-topic questions as one term, content
+#: negation kept in a term, a substitute, NOT after several cues, OR with shared context,
+#: neither/nor, and a group.
 EXAMPLES: tuple[tuple[str, str], ...] = (
-    ("Articles about offshore wind farms", '"offshore wind farms"'),
-    ("What are the side effects of melatonin?", '"side effects of melatonin"'),
-    ("Bird photography with telephoto lenses", '"bird photography" AND "telephoto lenses"'),
+    ("How long does cooked quinoa keep in the freezer?", '"cooked quinoa keep in the freezer"'),
+    ("Why won't my lawn mower start after winter?", '"lawn mower won\'t start after winter"'),
+    ("Bird photography with telephoto lenses", '"bird photography with telephoto lenses"'),
     ("Roof insulation, but not fiberglass", '"roof insulation" AND NOT "fiberglass"'),
+    ("Soup recipes that don't use cream", '"soup recipes" AND NOT "cream"'),
+    ("Hiking trails in Utah besides Zion", '"hiking trails in Utah" AND NOT "Zion"'),
+    ("Whipping cream without a mixer", '"whipping cream" AND NOT "mixer"'),
     (
-        "Either wooden boats or sailboats for sale in Maine",
-        '("wooden boats" OR "sailboats") AND "sale" AND "Maine"',
+        "Painting a room without leaving brush marks",
+        '"painting a room without leaving brush marks"',
     ),
+    ("Can I use yogurt instead of sour cream in a dip?", '"yogurt instead of sour cream in a dip"'),
+    ("Sunscreen that isn't greasy", '"sunscreen" AND NOT "greasy"'),
     (
         "Pottery glazes that contain neither lead nor barium",
         '"pottery glazes" AND NOT ("lead" OR "barium")',
     ),
     (
-        "Airline baggage fees and seat upgrades, or airport lounges",
-        '("airline baggage fees" AND "seat upgrades") OR "airport lounges"',
-    ),
-    (
-        "Sustainable fashion brands other than Patagonia and Everlane",
-        '"sustainable fashion brands" AND NOT ("Patagonia" OR "Everlane")',
+        "Either wooden boats or sailboats for sale in Maine",
+        '("wooden boats" OR "sailboats") AND "sale in Maine"',
     ),
     (
         "Battery recycling in Germany or Japan, excluding lead batteries",
@@ -107,7 +115,7 @@ EXAMPLES: tuple[tuple[str, str], ...] = (
     ),
     (
         "Chess openings for beginners, or endgame puzzles without computers",
-        '("chess openings" AND "beginners") OR ("endgame puzzles" AND NOT "computers")',
+        '"chess openings for beginners" OR ("endgame puzzles" AND NOT "computers")',
     ),
 )
 
@@ -148,7 +156,7 @@ def example_answer(query: str, mode: str = "plain") -> str:
         '{"query": {"and": [{"term": "a"}, {"not": {"term": "b"}}]}}'
     """
     if mode != "json":
-        return query
+        return grammar_text(parse(query))
     return json.dumps({"query": tree_to_json(parse(query))}, ensure_ascii=False)
 
 
@@ -171,12 +179,12 @@ def constraint(question: str, mode: str) -> dict[str, Any]:
     Example:
         >>> sorted(constraint("oil, not gas", "grammar")), constraint("oil", "plain")
         (['grammar'], {})
-        >>> constraint("oil, not gas", "grammar")["grammar"].splitlines()[-1]
-        'word ::= "oil" | "gas"'
+        >>> constraint("oil, not gas", "grammar")["grammar"].splitlines()[-2]
+        'content ::= "oil" | "gas"'
     """
     if mode == "grammar":
         words = question_words(question)
-        return {"grammar": query_gbnf(words or None)}
+        return {"grammar": query_gbnf(words or None, question_names(question))}
     if mode == "json":
         return {"response_format": response_format()}
     return {}
@@ -280,11 +288,13 @@ def extract_formula(answer: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> str:
 class Rewrite:
     """The logical query an LLM wrote for a question, or the dense fallback and why.
 
-    ``query`` is the canonical text of ``tree`` (or, on fallback, the question itself, searched
+    ``query`` is the text of ``tree`` with every group bracketed
+    (:func:`pglogic.llm.grammar.grammar_text`; or, on fallback, the question itself, searched
     as one plain term); ``answers`` are the model's raw answers (one, or two after a retry);
     ``seconds`` is this call's wall-clock time (about 0 when ``cached``); ``attempts`` counts
     HTTP requests, retries included. ``output`` is how the answer was constrained (``grammar``,
-    ``json``, ``plain``) and ``repairs`` what :func:`pglogic.llm.wording.refine` changed in it.
+    ``json``, ``plain``), ``repairs`` what :func:`pglogic.llm.wording.refine` changed in it and
+    ``model_query`` the query as the model wrote it (before the checks; None on fallback).
 
     Example:
         >>> rw = Rewrite("cats, not dogs", '"cats" AND NOT "dogs"', parse('"cats" AND NOT "dogs"'),
@@ -305,6 +315,7 @@ class Rewrite:
     cached: bool = False
     output: str = "plain"
     repairs: tuple[str, ...] = ()
+    model_query: str | None = None
 
 
 class RewriteCache:
@@ -351,6 +362,57 @@ class RewriteCache:
 CACHE = RewriteCache()
 
 
+def mixing_message(column: int) -> str:
+    """The follow-up that asks the model to say with parentheses how AND and OR group.
+
+    Example:
+        >>> print(mixing_message(12))
+        That query mixes AND and OR without parentheses (col 12). Answer again with the same query, with parentheses around each group: ("a" OR "b") AND "c", or "a" OR ("b" AND "c").
+    """
+    return (
+        f"That query mixes AND and OR without parentheses (col {column}). Answer again with the "
+        'same query, with parentheses around each group: ("a" OR "b") AND "c", or "a" OR ("b" '
+        'AND "c").'
+    )
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What :func:`interpret` made of an answer: the model's own query and the checked one.
+
+    Example:
+        >>> r = interpret('"grain" AND "wheat"', "grain, but not wheat")
+        >>> print(r.model_tree, "|", r.tree, "|", r.repairs)
+        "grain" AND "wheat" | "grain" AND NOT "wheat" | ('negated "wheat" (excluded in the question)',)
+    """
+
+    model_tree: Node
+    tree: Node
+    repairs: tuple[str, ...]
+
+
+def interpret(
+    answer: str, question: str, *, checks: bool = True, max_terms: int = DEFAULT_MAX_TERMS
+) -> Reading:
+    """Read a model's ``answer`` to ``question``: JSON or text (:func:`extract_formula`), parsed
+    with a positive term (:func:`check_formula`), then with ``checks`` repaired against the
+    question (:func:`pglogic.llm.wording.refine`). Raises :class:`QuerySyntaxError`.
+
+    Example:
+        >>> print(interpret('{"query": {"term": "bread not rising"}}', "bread not rising?").tree)
+        "bread not rising"
+    """
+    text = " ".join(question.split())
+    formula = extract_formula(answer_to_query(answer), max_terms=max_terms)
+    tree = check_formula(formula, max_terms=max_terms)
+    if not checks:
+        return Reading(tree, tree, ())
+    refined, notes = refine(tree, text)
+    if refined != tree and positive_terms(refined) and len(terms(refined)) <= max_terms:
+        return Reading(tree, refined, tuple(notes))
+    return Reading(tree, tree, ())
+
+
 def rewrite(
     question: str,
     client: Chat,
@@ -361,9 +423,10 @@ def rewrite(
 ) -> Rewrite:
     """Ask the model behind ``client`` for ``question``'s logical query (one retry, then fallback).
 
-    The answer is constrained as :meth:`Chat.output_mode` says (:func:`constraint`), read
-    (:func:`pglogic.llm.grammar.answer_to_query`, :func:`extract_formula`), parsed, and with
-    ``checks`` repaired against the question's words (:func:`pglogic.llm.wording.refine`).
+    The answer is constrained as :meth:`Chat.output_mode` says (:func:`constraint`) and read by
+    :func:`interpret`. An answer that does not parse is sent back once with the parser's message;
+    one that mixes AND and OR without parentheses (possible in ``plain`` mode) is sent back once to
+    be bracketed (:func:`mixing_message`), and a second such answer is read by precedence.
 
     Raises :class:`~pglogic.errors.LLMError` when the endpoint fails (after its own retries) and
     :class:`~pglogic.errors.QueryError` for an empty question.
@@ -388,44 +451,45 @@ def rewrite(
     answers: list[str] = []
     attempts = 0
     error: QuerySyntaxError | None = None
-    for _ in range(2):
+    for attempt in range(2):
         completion = client.complete(messages, extra=extra or None)
         answers.append(completion.text)
         attempts += completion.attempts
         if extra and not completion.constrained:
             mode, extra = "plain", {}
-        formula = extract_formula(answer_to_query(completion.text), max_terms=max_terms)
         try:
-            tree = check_formula(formula, max_terms=max_terms)
+            reading = interpret(completion.text, text, checks=checks, max_terms=max_terms)
         except QuerySyntaxError as exc:
             error = exc
-            messages = [
-                *messages,
-                {"role": "assistant", "content": completion.text[:2000]},
-                {"role": "user", "content": repair_message(exc)},
-            ]
-            continue
-        notes: list[str] = []
-        if checks:
-            refined, notes = refine(tree, text)
-            if refined != tree and positive_terms(refined) and len(terms(refined)) <= max_terms:
-                tree = refined
-            else:
-                notes = []
-        result = Rewrite(
-            text,
-            to_string(tree),
-            tree,
-            client.config.model,
-            tuple(answers),
-            attempts,
-            time.perf_counter() - start,
-            output=mode,
-            repairs=tuple(notes),
-        )
-        if cache is not None:
-            cache.put(key, result)
-        return result
+            follow_up = repair_message(exc)
+        else:
+            column = mixed_operators(extract_formula(answer_to_query(completion.text)))
+            if column is None or attempt == 1:
+                notes = reading.repairs
+                if column is not None:
+                    notes = ("AND binds tighter than OR (the model's answer had no parentheses)",
+                             *notes)  # fmt: skip
+                result = Rewrite(
+                    text,
+                    grammar_text(reading.tree),
+                    reading.tree,
+                    client.config.model,
+                    tuple(answers),
+                    attempts,
+                    time.perf_counter() - start,
+                    output=mode,
+                    repairs=notes,
+                    model_query=grammar_text(reading.model_tree),
+                )
+                if cache is not None:
+                    cache.put(key, result)
+                return result
+            follow_up = mixing_message(column)
+        messages = [
+            *messages,
+            {"role": "assistant", "content": completion.text[:2000]},
+            {"role": "user", "content": follow_up},
+        ]
     return Rewrite(
         text,
         text,
@@ -477,6 +541,7 @@ __all__ = [
     "EXAMPLES",
     "SYSTEM_PROMPT",
     "AskResult",
+    "Reading",
     "Rewrite",
     "RewriteCache",
     "build_messages",
@@ -484,6 +549,8 @@ __all__ = [
     "constraint",
     "example_answer",
     "extract_formula",
+    "interpret",
+    "mixing_message",
     "repair_message",
     "rewrite",
     "system_prompt",

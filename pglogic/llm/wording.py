@@ -1,21 +1,22 @@
-"""Deterministic checks of a rewrite against the question: its words, its NOTs, its ORs.
+"""Deterministic checks of a rewrite against the question, acting only where they are certain.
 
-A small model rewords terms, folds an OR into one term, drops a term, or puts a NOT on the
-wrong group. :func:`refine` reads the question itself and repairs what it can prove:
+A small model rewords terms, folds an OR into one term, drops an exclusion or writes a term of
+function words. :func:`refine` reads the question itself and repairs only what it can prove;
+where it is not sure, the model's reading stands. It never removes a NOT the model wrote.
 
 * **words** — a term not made of the question's words is snapped to the question span it came
   from (:func:`snap_term`: same words up to case and plural); a term holding " or " is split
   into an OR; request words at a term's edge ("questions about", "... news") are dropped.
-* **negation** — each term's place in the question says whether it is negated: after "not",
-  "no", "without", "except", "excluding", "other than", "avoiding", "neither", "nor"... up to the
-  next clause that adds something back (", or", ", and", "but" without "not", a full stop).
-  A NOT in a question without any negation word is removed, and the largest group of
-  should-be-negated terms left positive is put under NOT. Several terms negated by one phrase
-  ("excluding A and B", "neither A nor B") become one ``NOT (A OR B)``.
+* **exclusions** — after a certain cue (:data:`CERTAIN_CUES`: "except", "excluding", "other
+  than", "apart from", "aside from", "besides", "but not", "neither ... nor", "free of") a term
+  the model left positive is negated, and an excluded thing the model dropped is added under NOT.
+  Several terms excluded by one phrase ("excluding A and B") become one ``NOT (A OR B)``. After
+  "not", "no", "without", "instead of", "rather than" or a contraction ("don't", "isn't") the
+  question may describe a situation ("bread not rising") rather than exclude: no check acts.
 * **either … or** — the two alternatives must meet in an OR, not an AND.
-* **", or"** — a comma before "or" separates alternatives at the top: ``(A AND B) OR C``.
-* **dropped words** — content words of the question that no term covers become a term, joined
-  where the question puts them (AND, or AND NOT inside a negated clause).
+* **no fillers** — no check adds a term made only of function words (:func:`is_function_word`:
+  scikit-learn's English stop list and contractions, "get", "don't", "ones"); in grammar mode the
+  model cannot write one either (:func:`pglogic.llm.grammar.query_gbnf`).
 
 Each repair is named in the returned notes. A question that already quotes every term of the
 rewrite (the user wrote the query) is left alone.
@@ -26,9 +27,9 @@ Example:
     >>> print(tree)
     "sugar" AND NOT ("Brazil" OR "Cuba")
     >>> notes
-    ['negated "Brazil" OR "Cuba" (negated in the question)']
-    >>> print(refine(parse('"storing cheese or butter" AND "freezer"'), "Storing cheese or butter in the freezer")[0])
-    ("storing cheese" OR "butter") AND "freezer"
+    ['negated "Brazil" OR "Cuba" (excluded in the question)']
+    >>> print(refine(parse('"vegan desserts" AND NOT "coconut"'), "Vegan desserts that don't use coconut")[0])
+    "vegan desserts" AND NOT "coconut"
 """
 
 from __future__ import annotations
@@ -78,16 +79,40 @@ STOPWORDS = _wordset(
 #: Words a term does not start with: articles and question words ("how to ...", "what is ...").
 LEADING_WORDS = _wordset("the a an how to what which why is are does do can should")
 
+#: Words that join request words to the topic they ask about ("questions about X").
+_ABOUT = _wordset("about on regarding concerning of covering discussing mentioning")
 _TOKEN = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?|[,;:.!?()]")
 _BOUNDARY = frozenset(",;:.!?()")
+#: Negation cues: a word, or a pair of words, after which the clause is negated. Contractions in
+#: "n't" count too (:func:`is_negation_cue`).
 _NEGATORS = _wordset(
-    "not no without except excluding exclude excludes excluded avoiding avoid neither nor lacking "
-    "barring"
+    "not no never without except excluding exclude excludes excluded avoiding avoid neither nor "
+    "lacking barring besides cannot"
 )
 _PAIRS = {
     ("other", "than"), ("rather", "than"), ("instead", "of"), ("apart", "from"),
-    ("anything", "but"), ("everything", "but"), ("all", "but"), ("free", "of"),
+    ("aside", "from"), ("anything", "but"), ("everything", "but"), ("all", "but"),
+    ("free", "of"), ("but", "not"),
 }  # fmt: skip
+#: The cues that always exclude what follows them: a check may negate a term the model left
+#: positive only after one of these. "not", "no", "without", "instead of", "rather than" and the
+#: contractions also describe a situation ("bread not rising", "bake without burning the fond"):
+#: there the model's reading stands.
+CERTAIN_CUES = _wordset("except excluding exclude excludes excluded besides neither nor")
+CERTAIN_PAIRS = {
+    ("other", "than"), ("apart", "from"), ("aside", "from"), ("but", "not"), ("free", "of"),
+}  # fmt: skip
+
+
+def is_negation_cue(word: str) -> bool:
+    """Whether ``word`` alone starts a negated clause (a cue word or a contraction in "n't").
+
+    Example:
+        >>> [is_negation_cue(w) for w in ("without", "don't", "aren’t", "coconut")]
+        [True, True, True, False]
+    """
+    w = word.casefold().replace("’", "'")
+    return w in _NEGATORS or w.endswith("n't")
 
 
 def stem(word: str) -> str:
@@ -122,39 +147,67 @@ def stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS)
 
 
-def is_function_word(word: str) -> bool:
+def question_names(question: str) -> frozenset[str]:
+    """The words (case-folded) that ``question`` writes as names, so never function words: all
+    in capitals ("US", "ROS") or capitalised after a sentence's first word ("Rust or Go").
+
+    Example:
+        >>> sorted(question_names("Where can I buy it in the US? Is Go fine. Rust or Go"))
+        ['go', 'us']
+    """
+    out = set()
+    first = True
+    for word in _TOKEN.findall(question):
+        if word in ".?!:;(":
+            first = True
+            continue
+        letters = [c for c in word if c.isalpha()]
+        capitals = all(c.isupper() for c in letters) or (word[0].isupper() and not first)
+        if len(letters) > 1 and capitals:
+            out.add(word.casefold())
+        first = False
+    return frozenset(out)
+
+
+def is_function_word(word: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether ``word`` carries no topic: a stop word (:func:`stop_words`), a contraction of one
-    ("I'm", "it's") or of a negated auxiliary ("don't", "won't", "aren't").
+    ("I'm", "it's") or of a negated auxiliary ("don't", "won't", "aren't"); never a word in
+    ``names`` (:func:`question_names`).
 
     Example:
         >>> [is_function_word(w) for w in ("get", "don't", "I'm", "Aren’t", "passport", "gym")]
         [True, True, True, True, False, False]
+        >>> is_function_word("US"), is_function_word("US", frozenset({"us"}))
+        (True, False)
     """
     w = word.casefold().replace("’", "'")
+    if w in names:
+        return False
     if w.endswith("n't") or w == "cannot":
         return True
     if "'" in w:
         head, _, tail = w.partition("'")
         if tail in ("s", "m", "re", "ve", "ll", "d") and head in stop_words():
             return True
-    return w in stop_words()
+    return w in stop_words() or stem(w) in stop_words()
 
 
-def content_stems(text: str) -> list[str]:
+def content_stems(text: str, names: frozenset[str] = frozenset()) -> list[str]:
     """The stems (:func:`stem`) of ``text``'s words that are not function words, in order.
 
     Example:
         >>> content_stems("How do I get a work permit?")
         ['work', 'permit']
-        >>> content_stems("the ones that don't")
-        ['ones']
+        >>> content_stems("the ones that don't need a gym")
+        ['need', 'gym']
     """
-    return [stem(w) for w in _words(text) if not is_function_word(w)]
+    return [stem(w) for w in _words(text) if not is_function_word(w, names)]
 
 
 @dataclass(frozen=True)
 class Token:
-    """One word or punctuation mark of the question, with its stem and whether a NOT covers it.
+    """One word or punctuation mark of the question, with its stem and whether a negation cue
+    covers it (``negated``) and whether that cue is certain (``excluded``, :data:`CERTAIN_CUES`).
 
     Example:
         >>> Token("Oil", 0, "oil", False).word
@@ -165,6 +218,7 @@ class Token:
     index: int
     stem: str
     negated: bool
+    excluded: bool = False
 
 
 def tokens(question: str) -> list[Token]:
@@ -173,27 +227,39 @@ def tokens(question: str) -> list[Token]:
     Example:
         >>> [(t.word, t.negated) for t in tokens("tea, not coffee or milk, or juice")]
         [('tea', False), (',', False), ('not', False), ('coffee', True), ('or', True), ('milk', True), (',', False), ('or', False), ('juice', False)]
+        >>> [(t.word, t.excluded) for t in tokens("sauces other than tomato, without garlic")][3::3]
+        [('tomato', True), ('garlic', False)]
     """
     raw = _TOKEN.findall(question)
-    low = [w.casefold() for w in raw]
+    low = [w.casefold().replace("’", "'") for w in raw]
     out: list[Token] = []
-    negated = False
+    negated = excluded = fronted = False
+    topic = False  # a word other than a cue or a function word came before
     for i, w in enumerate(low):
         nxt = low[i + 1] if i + 1 < len(low) else ""
         prev = low[i - 1] if i > 0 else ""
         if w in _BOUNDARY:
-            if w != "," or nxt in ("or", "and") or (nxt == "but" and low[i + 2 : i + 3] != ["not"]):
-                negated = False
+            if (
+                w != ","
+                or fronted  # "Besides Vanguard, which brokerages ...": the comma ends it
+                or nxt in ("or", "and")
+                or (nxt == "but" and low[i + 2 : i + 3] != ["not"])
+            ):
+                negated = excluded = fronted = False
             out.append(Token(raw[i], i, w, False))
             continue
         if w == "but" and nxt != "not":
-            negated = False
-        cue = w in _NEGATORS or (prev, w) in _PAIRS
+            negated = excluded = False
+        cue = is_negation_cue(w) or (prev, w) in _PAIRS
         if w == "no" and nxt in _BOUNDARY:
             cue = False
-        out.append(Token(raw[i], i, stem(raw[i]), negated))
+        out.append(Token(raw[i], i, stem(raw[i]), negated, excluded))
         if cue:
             negated = True
+            excluded = w in CERTAIN_CUES or (prev, w) in CERTAIN_PAIRS
+            fronted = not topic
+        elif not negated and not is_function_word(w) and (w, nxt) not in _PAIRS:
+            topic = True
     return out
 
 
@@ -206,7 +272,7 @@ def _spans(toks: list[Token]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     start = None
     for i, t in enumerate([*toks, Token(",", len(toks), ",", False)]):
-        breaks = t.stem in _BOUNDARY or t.stem in ("or", "nor", "but") or t.stem in _NEGATORS
+        breaks = t.stem in _BOUNDARY or t.stem in ("or", "nor", "but") or is_negation_cue(t.word)
         if breaks:
             if start is not None:
                 out.append((start, i))
@@ -340,9 +406,8 @@ def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
         lead = 0
         while lead < len(words) - 1 and words[lead].casefold() in REQUEST_WORDS:
             lead += 1
-            while lead < len(words) - 1 and words[lead].casefold() in STOPWORDS:
-                lead += 1
-        words = words[lead:]
+        if 0 < lead < len(words) - 1 and words[lead].casefold() in _ABOUT:
+            words = words[lead + 1 :]  # "questions about sourdough"; not "things to do in paris"
         while len(words) > 1 and words[0].casefold() in LEADING_WORDS:
             words = words[1:]
         if len(words) > 1 and words[-1].casefold() in REQUEST_WORDS:
@@ -359,18 +424,17 @@ def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
 
 
 def _should_negate(text: str, toks: list[Token]) -> bool | None:
+    """True when a certain cue covers every word of ``text`` in the question, None when unsure."""
     at = locate(text, toks)
     if at is None:
         return None
-    flags = {toks[i].negated for i in at}
-    return flags.pop() if len(flags) == 1 else None
+    return True if all(toks[i].excluded for i in at) else None
 
 
 def _polarity(tree: Node, toks: list[Token], negated: bool = False) -> list[tuple[bool, bool]]:
-    """(negated in the tree, negated in the question) for every term occurrence."""
+    """(negated in the tree, excluded for certain in the question) for every term occurrence."""
     if isinstance(tree, Term):
-        want = _should_negate(tree.text, toks)
-        return [(negated, negated if want is None else want)]
+        return [(negated, bool(_should_negate(tree.text, toks)))]
     if isinstance(tree, Not):
         return _polarity(tree.child, toks, not negated)
     assert isinstance(tree, And | Or)
@@ -378,43 +442,34 @@ def _polarity(tree: Node, toks: list[Token], negated: bool = False) -> list[tupl
 
 
 def fix_negation(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
-    """Free terms negated against the question; negate groups the question negates.
+    """Negate the largest groups of an AND that the question excludes with a certain cue
+    (:data:`CERTAIN_CUES`: "except", "excluding", "other than", "apart from", "besides", "but
+    not", "neither ... nor"...) and the model left positive. A NOT the model wrote is never
+    removed; a group after an uncertain cue ("not", "without", "don't"...) is left as the model
+    read it.
 
     Example:
         >>> from pglogic.query import parse
-        >>> tree, notes = fix_negation(parse('"rice" AND NOT "left out"'),
-        ...                            tokens("rice left out overnight"))
-        >>> print(tree)
-        "rice" AND "left out"
+        >>> print(fix_negation(parse('"sauces" AND "tomato"'), tokens("sauces other than tomato"))[0])
+        "sauces" AND NOT "tomato"
+        >>> print(fix_negation(parse('"bread" AND "rise"'), tokens("bread that does not rise"))[0])
+        "bread" AND "rise"
+        >>> print(fix_negation(parse('"rice" AND NOT "left out"'), tokens("rice left out overnight"))[0])
+        "rice" AND NOT "left out"
     """
     notes: list[str] = []
-
-    def free(node: Node) -> Node:
-        if isinstance(node, Not):
-            pol = _polarity(node.child, toks, False)
-            if pol and all(want is False for _, want in pol) and all(not has for has, _ in pol):
-                notes.append(f"freed {node.child} (not negated in the question)")
-                return free(node.child)
-            return Not(free(node.child))
-        if isinstance(node, And | Or):
-            return _rebuild(node, [free(c) for c in node.children])
-        return node
 
     def negate(node: Node) -> Node:
         if isinstance(node, Not):
             return node
         pol = _polarity(node, toks, False)
         if pol and all(want and not has for has, want in pol):
-            notes.append(f"negated {node} (negated in the question)")
+            notes.append(f"negated {node} (excluded in the question)")
             return Not(node)
         if isinstance(node, And | Or):
             return _rebuild(node, [negate(c) for c in node.children])
         return node
 
-    # free only when the question says no negation at all: it may say one in words not listed
-    # here ("anything but", "free of"...)
-    if not any(t.negated for t in toks) and "but" not in {t.stem for t in toks}:
-        tree = free(tree)
     if isinstance(tree, And):
         tree = _rebuild(tree, [negate(c) for c in tree.children])
     return tree, notes
@@ -451,7 +506,7 @@ def group_negations(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
                 isinstance(child, And)
                 and all(isinstance(c, Term) for c in child.children)
                 and clause(child) is not None
-                and all(toks[i].negated for t in terms(child) for i in locate(t, toks) or [])
+                and all(toks[i].excluded for t in terms(child) for i in locate(t, toks) or [])
             ):
                 notes.append(f"NOT ({child}) -> NOT of the OR (one negation phrase)")
                 return Not(Or(child.children))
@@ -498,7 +553,7 @@ def fix_either(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     end = o + 1
     while end < len(toks) and toks[end].stem not in _BOUNDARY and toks[end].stem not in (
         "or", "and", "but", "for", "with", "in", "on"
-    ) and toks[end].stem not in _NEGATORS:  # fmt: skip
+    ) and not is_negation_cue(toks[end].word):  # fmt: skip
         end += 1
     left = {t.stem for t in toks[e + 1 : o]} - STOPWORDS
     right = {t.stem for t in toks[o + 1 : end]} - STOPWORDS
@@ -560,197 +615,52 @@ def _factor_step(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     return factor(tree)
 
 
-def fix_trailing_not(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
-    """A negation that ends the question applies to all of it: ``"a" OR "b" AND NOT "c"`` for
-    "a or b, but not c" becomes ``("a" OR "b") AND NOT "c"``. Only when every negated term of the
-    question comes after every positive one and no ", or" alternative follows a NOT.
+def restore_excluded(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
+    """A thing the question excludes with a certain cue (:data:`CERTAIN_CUES`) that no term
+    covers is added under NOT: the model dropped an exclusion. Only runs of content words
+    (no function, request or vague word) are added, and only to a tree whose top is an AND or a
+    term.
 
     Example:
         >>> from pglogic.query import parse
-        >>> print(fix_trailing_not(parse('"tea" OR "coffee" AND NOT "sugar"'),
-        ...                        tokens("tea or coffee, but not sugar"))[0])
-        ("tea" OR "coffee") AND NOT "sugar"
-    """
-    if not isinstance(tree, Or) or not isinstance(tree.children[-1], And):
-        return tree, []
-    last = tree.children[-1]
-    nots = [c for c in last.children if isinstance(c, Not)]
-    if not nots or any(isinstance(n, Not) for c in tree.children[:-1] for n in _nots(c)):
-        return tree, []
-    negated = [i for t in toks if t.negated for i in [t.index]]
-    positive = [
-        i
-        for t in terms(tree)
-        if not any(t in terms(n) for n in nots)
-        for i in (locate(t, toks) or [])
-    ]
-    if not negated or not positive or min(negated) < max(positive):
-        return tree, []
-    kept = [c for c in last.children if not isinstance(c, Not)]
-    alternatives = _join(Or, [*tree.children[:-1], _join(And, kept)])
-    return _join(And, [alternatives, *nots]), ["the closing negation applies to every alternative"]
-
-
-def _nots(tree: Node) -> list[Not]:
-    if isinstance(tree, Not):
-        return [tree]
-    if isinstance(tree, Term | Match):
-        return []
-    return [n for c in tree.children for n in _nots(c)]
-
-
-def _restrict(tree: Node, keep: set[str]) -> Node | None:
-    if isinstance(tree, Term):
-        return tree if tree.text in keep else None
-    if isinstance(tree, Not):
-        child = _restrict(tree.child, keep)
-        return None if child is None else Not(child)
-    assert isinstance(tree, And | Or)
-    kids = [k for k in (_restrict(c, keep) for c in tree.children) if k is not None]
-    return _rebuild(tree, kids) if kids else None
-
-
-def fix_comma_or(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
-    """ ", or" separates top-level alternatives: ``"a" AND ("b" OR "c")`` for "a and b, or c"
-    becomes ``("a" AND "b") OR "c"``. Only when no negation follows and no term spans both sides.
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> print(fix_comma_or(parse('"oil" AND ("gas" OR "coal")'), tokens("oil and gas, or coal"))[0])
-        "oil" AND "gas" OR "coal"
-    """
-    words = [t.stem for t in toks]
-    cuts = [i for i in range(len(words) - 1) if words[i] == "," and words[i + 1] == "or"]
-    if not cuts or "either" in words[: cuts[0]] or any(t.negated for t in toks[cuts[0] :]):
-        return tree, []
-    bounds = [0, *cuts, len(toks)]
-    clauses: list[set[str]] = [set() for _ in [*cuts, 0]]
-    for t in set(terms(tree)):
-        at = locate(t, toks)
-        if not at:
-            return tree, []
-        stems = {stem(w) for w in _words(t)}
-        sides = {sum(1 for c in cuts if x.index > c) for x in toks if x.stem in stems}
-        if len(sides) != 1:
-            return tree, []
-        clauses[sides.pop()].add(t)
-    if any(not c for c in clauses) or len(bounds) < 3:
-        return tree, []
-    if isinstance(tree, Or) and all(
-        any(set(terms(ch)) <= c for c in clauses) for ch in tree.children
-    ):
-        return tree, []
-    parts = [_restrict(tree, c) for c in clauses]
-    if any(p is None for p in parts):
-        return tree, []
-    new = _join(Or, [p for p in parts if p is not None])
-    if new == tree:
-        return tree, []
-    return new, ['", or" -> top-level OR']
-
-
-def _child_at(
-    children: list[tuple[int, Node]], toks: list[Token], i: int, step: int = 1
-) -> int | None:
-    """The positive child holding the first content word from token ``i`` on (``step`` -1:
-    backwards)."""
-    while 0 <= i < len(toks) and (toks[i].stem in STOPWORDS or toks[i].stem in _BOUNDARY):
-        i += step
-    if not 0 <= i < len(toks):
-        return None
-    for k, (_, child) in enumerate(children):
-        if isinstance(child, Not):
-            continue
-        if any(i in (locate(t, toks) or []) for t in terms(child)):
-            return k
-    return None
-
-
-def restore_dropped(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
-    """Question words no term covers (content words only) become terms joined by AND (AND NOT
-    in a negated clause, OR right after "or"), when the tree's top is an AND or a term.
-
-    Example:
-        >>> from pglogic.query import parse
-        >>> print(restore_dropped(parse('"knife sharpening" AND NOT "electric sharpener"'),
-        ...       tokens("Knife sharpening with a whetstone, not with an electric sharpener"))[0])
-        "knife sharpening" AND "whetstone" AND NOT "electric sharpener"
+        >>> print(restore_excluded(parse('"marathon training plans"'),
+        ...       tokens("Marathon training plans, apart from ones that need a gym"))[0])
+        "marathon training plans" AND NOT "gym"
+        >>> print(restore_excluded(parse('"vegan desserts"'), tokens("Vegan desserts that don't use coconut"))[0])
+        "vegan desserts"
     """
     if isinstance(tree, Or):
         return tree, []
     covered = _term_stems(tree)
-    # "How does X work?": "work" asks how, it is no topic
-    content_toks = [t for t in toks if t.stem not in _BOUNDARY]
-    how_work = -1
-    if content_toks and content_toks[0].stem == "how" and content_toks[-1].stem == "work":
-        how_work = content_toks[-1].index
+    names = question_names(" ".join(t.word for t in toks))
     runs: list[list[Token]] = []
     run: list[Token] = []
     for t in [*toks, Token(",", len(toks), ",", False)]:
         content = (
-            t.stem not in _BOUNDARY
-            and t.stem not in STOPWORDS
+            t.excluded
+            and t.stem not in _BOUNDARY
+            and not is_function_word(t.word, names)
             and t.word.casefold() not in STOPWORDS
             and t.word.casefold() not in REQUEST_WORDS
             and t.word.casefold() not in VAGUE_WORDS
             and t.word.casefold() not in LITERAL_CUES
             and t.stem not in covered
-            and not (t.index == how_work and t.stem == "work")
         )
         if content:
             run.append(t)
-            continue
-        joinable = run and t.stem in ("of", "and", "'") and t.stem not in _BOUNDARY
-        if joinable:
             continue
         if run:
             runs.append(run)
         run = []
     if not runs:
         return tree, []
-    occupied = {i for t in terms(tree) for i in (locate(t, toks) or [])}
-    children: list[tuple[int, Node]] = []
-    base = tree.children if isinstance(tree, And) else (tree,)
-    for c in base:
-        at = [i for t in terms(c) for i in (locate(t, toks) or [])]
-        children.append((min(at) if at else 10**6, c))
+    parts = list(tree.children) if isinstance(tree, And) else [tree]
     notes = []
     for r in runs:
-        start, end = r[0].index, r[-1].index + 1
-        back = start
-        while (
-            back > 0
-            and toks[back - 1].stem not in _BOUNDARY
-            and toks[back - 1].stem not in STOPWORDS
-            and back - 1 not in occupied
-        ):
-            back -= 1
-        if back < start and back > 0 and toks[back - 1].stem == "or":
-            start = back  # "dark matter or dark energy" with "dark energy" dropped
-        text = " ".join(t.word for t in toks[start:end])
-        node: Node = Term(text)
-        if toks[start].negated:
-            node = Not(node)
-        prev = toks[start - 1].stem if start > 0 else ""
-        nxt = toks[end].stem if end < len(toks) else ""
-        if nxt == "or" and children:
-            k = _child_at(children, toks, end + 1)
-            if k is not None:
-                pos, old = children[k]
-                children[k] = (start, _join(Or, [node, old]))
-                notes.append(f'restored dropped "{text}" (OR)')
-                continue
-        if prev == "or" and children:
-            k = _child_at(children, toks, start - 2, -1)
-            if k is not None:
-                pos, old = children[k]
-                children[k] = (pos, _join(Or, [old, node]))
-                notes.append(f'restored dropped "{text}" (OR)')
-                continue
-        children.append((start, node))
-        notes.append(f'restored dropped "{text}"')
-    children.sort(key=lambda pc: pc[0])
-    return _join(And, [c for _, c in children]), notes
+        text = " ".join(t.word for t in r)
+        parts.append(Not(Term(text)))
+        notes.append(f'added NOT "{text}" (excluded in the question, missing from the query)')
+    return _join(And, parts), notes
 
 
 #: Words by which a question asks for a literal word, code or phrase (``... that mention wheat``,
@@ -811,13 +721,10 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
     notes: list[str] = []
     for step in (
         fix_words,
-        fix_trailing_not,
         _factor_step,
         fix_negation,
         fix_either,
-        fix_comma_or,
-        restore_dropped,
-        fix_negation,
+        restore_excluded,
         group_negations,
         _factor_step,
     ):
@@ -828,20 +735,25 @@ def refine(tree: Node, question: str) -> tuple[Node, list[str]]:
 
 
 __all__ = [
+    "CERTAIN_CUES",
     "REQUEST_WORDS",
     "STOPWORDS",
     "VAGUE_WORDS",
     "Token",
-    "fix_comma_or",
+    "content_stems",
     "fix_either",
     "fix_negation",
     "fix_words",
     "group_negations",
+    "is_function_word",
+    "is_negation_cue",
     "locate",
     "mark_literal",
+    "question_names",
     "refine",
-    "restore_dropped",
+    "restore_excluded",
     "snap_term",
     "stem",
+    "stop_words",
     "tokens",
 ]

@@ -257,6 +257,12 @@ class AskResponse(SearchResponse):
     question: str
     fallback: bool = Field(description="True when the LLM's answer did not parse (dense search)")
     reason: str | None = None
+    model_query: str | None = Field(
+        default=None, description="The query as the model wrote it, before the checks"
+    )
+    repairs: list[str] = Field(
+        default_factory=list, description="What the checks changed in the model's query"
+    )
     rewrite_ms: float
 
 
@@ -551,6 +557,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
     )
     out = _response(req, res.search, time.perf_counter() - t0)
     out.update(question=req.question, fallback=res.fallback, reason=res.rewrite.reason,
+               model_query=res.rewrite.model_query, repairs=list(res.rewrite.repairs),
                rewrite_ms=round(res.search.timings.get("rewrite", 0.0) * 1000, 2))  # fmt: skip
     return out
 

@@ -219,6 +219,7 @@ async function runSearch(event) {
   const d = res.data;
   showError(null);
   status("");
+  $("ask-info").hidden = true;
   const marks = markedLabels(d.terms);
   $("results").hidden = false;
   $("logical-query").textContent = d.query;
@@ -234,6 +235,44 @@ async function runSearch(event) {
       (marks.size ? ` · ${nd} marked` : "");
   }
   if (d.sql) renderSql(d.sql, d.took_ms, d.timings_ms);
+  document.body.dataset.searched = String((Number(document.body.dataset.searched) || 0) + 1);
+}
+
+// A question in plain words: the LLM writes the logical query (POST /v1/ask). What the checks
+// changed is shown beside the query the model wrote, so a changed meaning is never silent.
+async function runAsk() {
+  const q = $("query").value;
+  if (!q.trim()) return;
+  const corpus = $("corpus").value;
+  if (!corpus) { status("No corpus on this server: create one with 'pglogic corpus create'."); return; }
+  status("Asking the LLM…");
+  document.body.classList.add("busy");
+  const res = await api("POST", "/ask", { corpus, question: q, ...options(), explain: true });
+  document.body.classList.remove("busy");
+  if (!res.ok) {
+    const err = (res.data && res.data.error) || { message: "HTTP " + res.status };
+    status(err.message, true);
+    return;
+  }
+  const d = res.data;
+  showError(null);
+  status("");
+  const lines = [d.fallback ? `Fallback (dense search): ${d.reason}` : `The LLM wrote: ${d.query}`];
+  if (!d.fallback && d.repairs && d.repairs.length) {
+    lines[0] = `The model wrote: ${d.model_query}`;
+    lines.push(`Checked against the question: ${d.repairs.join("; ")}`);
+    lines.push(`Searched: ${d.query}`);
+  }
+  $("ask-info").replaceChildren(...lines.map((t) => el("div", { text: t })));
+  $("ask-info").hidden = false;
+  const marks = markedLabels(d.terms);
+  $("results").hidden = false;
+  $("logical-query").textContent = d.query;
+  const nl = renderHits("logical-hits", d.hits, d.terms, marks, true);
+  $("logical-meta").textContent =
+    `${d.hits.length} hits · ${fmt(d.took_ms, 1)} ms (LLM ${fmt(d.rewrite_ms, 0)} ms)` +
+    (marks.size ? ` · ${nl} marked` : "");
+  $("dense-column").hidden = true;
   document.body.dataset.searched = String((Number(document.body.dataset.searched) || 0) + 1);
 }
 
@@ -257,6 +296,7 @@ async function init() {
     api("GET", "/health"), api("GET", "/operators"), api("GET", "/corpora"),
   ]);
   const h = $("health");
+  $("ask").hidden = !(health.ok && health.data && health.data.llm);
   h.textContent = health.ok ? "● connected" : "● no database";
   h.className = "health " + (health.ok ? "up" : "down");
   if (!ops.ok || !corpora.ok) {
@@ -290,6 +330,7 @@ async function init() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("search-form").addEventListener("submit", runSearch);
+  $("ask").addEventListener("click", runAsk);
   $("query").addEventListener("input", scheduleCheck);
   for (const id of ["operators", "mode", "corpus"]) {
     $(id).addEventListener("change", () => {
