@@ -261,6 +261,16 @@ def test_vocabulary_grammar_keeps_the_questions_words_only() -> None:
     assert not grammar.accepts('"gold" AND "mining not"')  # ... nor ends a term
 
 
+def test_a_certain_exclusion_cue_cannot_be_folded_into_a_term() -> None:
+    question = "moisturizer for eczema free of fragrance, other than Cetaphil, except creams"
+    grammar = Grammar(query_gbnf(question_words(question), question_names(question)))
+    assert grammar.accepts('"moisturizer for eczema" AND NOT ("fragrance" OR "Cetaphil")')
+    for folded in ('"moisturizer for eczema free of fragrance"', '"eczema other than Cetaphil"',
+                   '"moisturizer except creams"'):  # fmt: skip
+        assert not grammar.accepts(folded), folded
+    assert Grammar(query_gbnf(question_words("gluten-free bread"))).accepts('"gluten-free bread"')
+
+
 def test_vocabulary_grammar_keeps_content_negation_and_refuses_filler_terms() -> None:
     words = question_words("How do I get a visa when my bread doesn't rise?")
     grammar = Grammar(query_gbnf(words))

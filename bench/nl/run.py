@@ -57,6 +57,7 @@ from pglogic.eval.nl import (  # noqa: E402
     shape,
     summarise_items,
 )
+from pglogic.eval.rewrites import Gold, judge_rewrite  # noqa: E402
 from pglogic.llm.client import Completion, LLMConfig, get_client  # noqa: E402
 from pglogic.llm.rewrite import rewrite  # noqa: E402
 from pglogic.query import parse  # noqa: E402
@@ -176,6 +177,7 @@ def hand_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "exact": sum(r["exact"] for r in rows) / n,
         "equivalent": sum(r["equivalent"] for r in rows) / n,
         "lenient": sum(r["lenient"] for r in rows) / n,
+        "structural": sum(r.get("structural", False) for r in rows) / n,
         "fallback_rate": sum(r["fallback"] for r in rows) / n,
         "retry_rate": sum(r["attempts"] > 1 for r in rows) / n,
         "repaired_rate": sum(bool(r.get("repairs")) for r in rows) / n,
@@ -199,6 +201,9 @@ def part_hand(base: LLMConfig, checks: bool = True, questions: Path = QUESTIONS)
         rw = rewrite(row["question"], timing, cache=None, checks=checks)
         gold = parse(row["gold"])
         acc = judge(None if rw.fallback else rw.tree, gold)
+        struct = judge_rewrite(
+            None if rw.fallback else rw.tree, Gold.read(row["gold"]), row["question"]
+        )
         out.append(
             {
                 **row,
@@ -214,6 +219,8 @@ def part_hand(base: LLMConfig, checks: bool = True, questions: Path = QUESTIONS)
                 "exact": acc.exact,
                 "equivalent": acc.equivalent,
                 "lenient": acc.lenient,
+                "structural": struct.structural,
+                "errors": list(struct.errors),
             }
         )
         report(i + 1, len(rows))
@@ -320,6 +327,8 @@ def markdown(data: dict[str, Any]) -> str:
             "*equivalent*: same truth table over the gold terms, a rewritten term matching a "
             "gold term only by equal normalised text (an invented or reworded term is wrong); "
             "*lenient*: also when a rewritten term contains exactly one gold term's words; "
+            "*structural*: terms aligned to gold terms by shared content words, then the same "
+            "truth table (`pglogic.eval.rewrites`); "
             "*repaired*: the checks changed the model's answer.",
             "",
         ]
@@ -329,8 +338,8 @@ def markdown(data: dict[str, Any]) -> str:
         for name, g in data.get("hand_ablation", {}).items():
             rows.append([f"all, {name}", *hand_cells(g)])
         out += md_table(
-            ["questions", "n", "exact", "equivalent", "lenient", "fallback", "retried",
-             "repaired", "latency p50 (s)", "p95 (s)"], rows,
+            ["questions", "n", "exact", "equivalent", "lenient", "structural", "fallback",
+             "retried", "repaired", "latency p50 (s)", "p95 (s)"], rows,
         ).splitlines()  # fmt: skip
         out += ["", "By topic:", ""]
         out += md_table(
@@ -399,7 +408,7 @@ def markdown(data: dict[str, Any]) -> str:
 def hand_cells(h: dict[str, Any]) -> list[Any]:
     return [
         h["questions"], fmt(h["exact"]), fmt(h["equivalent"]), fmt(h["lenient"]),
-        fmt(h["fallback_rate"]), fmt(h["retry_rate"]), fmt(h.get("repaired_rate", 0.0)),
+        fmt(h.get("structural", float("nan"))), fmt(h["fallback_rate"]), fmt(h["retry_rate"]), fmt(h.get("repaired_rate", 0.0)),
         f"{h['latency']['p50_s']:.2f}", f"{h['latency']['p95_s']:.2f}",
     ]  # fmt: skip
 

@@ -86,11 +86,16 @@ def question_words(question: str) -> list[str]:
     Example:
         >>> question_words("Memory leaks in Rust or C++, not in Go.")
         ['Memory', 'leaks', 'in', 'Rust', 'C++', 'not', 'Go']
+        >>> question_words("Soap free of lanolin, gluten-free bread")
+        ['Soap', 'of', 'lanolin', 'gluten-free', 'bread']
     """
     out: list[str] = []
-    for word in _WORD.findall(question):
+    words = _WORD.findall(question)
+    for i, word in enumerate(words):
         if word.casefold() in LOGIC_WORDS or word in out:
             continue
+        if word.casefold() == "free" and words[i + 1 : i + 2] in (["of"], ["Of"], ["OF"]):
+            continue  # "free of X" excludes X: no term may hold it
         out.append(word)
     return out
 
