@@ -134,3 +134,24 @@ def test_the_recorded_judgements_are_the_replayed_ones() -> None:
                 item[variant]["structural"],
                 item[variant]["errors"],
             ), (row["id"], variant)
+
+
+def test_the_numbers_the_docs_quote_are_the_results() -> None:
+    """README.md and docs/natural-language.md quote the frozen test half of results.json."""
+    splits = json.loads((REAL / "results.json").read_text())["runs"]["current"]["splits"]
+    root = REAL.parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    doc = (root / "docs" / "natural-language.md").read_text()
+    for split, bold in (("test", "**"), ("dev", "")):
+        s = splits[split]["checked"]
+        errors = s["errors"]["lost NOT"] + s["errors"]["inverted NOT"]
+        row = (
+            f"| {bold}{s['exact']:.3f}{bold} | {bold}{s['structural']:.3f}{bold} | "
+            f"{s['exclusions_kept']} of {s['exclusions']} | {errors} | "
+            f"{s['content_with_not']} of {s['content']} | {s['errors']['filler term']} |"
+        )
+        assert row in doc, row
+        if split == "test":
+            assert f"{s['questions']} held-out real questions" in readme
+            assert f"right for {s['structural']:.3f}" in readme
+            assert f"(exact {s['exact']:.3f}; {errors} NOTs lost or inverted)" in readme

@@ -283,7 +283,9 @@ class ChatClient:
         if is_openai(self.config.base_url, None):
             return "json"
         try:
-            listing = self._sdk().with_options(timeout=min(self.config.timeout, 10.0)).models.list()
+            # the whole request timeout: a busy llama.cpp server answers /models only after the
+            # completion it is computing, and a timeout here would lose the grammar for good
+            listing = self._sdk().with_options(timeout=self.config.timeout).models.list()
             owners = {str(getattr(m, "owned_by", "")) for m in listing.data}
         except Exception:  # any failure: not a server to send a constraint to
             return "plain"

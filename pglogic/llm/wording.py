@@ -5,8 +5,9 @@ function words. :func:`refine` reads the question itself and repairs only what i
 where it is not sure, the model's reading stands. It never removes a NOT the model wrote.
 
 * **words** — a term not made of the question's words is snapped to the question span it came
-  from (:func:`snap_term`: same words up to case and plural); a term holding " or " is split
-  into an OR; request words at a term's edge ("questions about", "... news") are dropped.
+  from (:func:`snap_term`: same words up to case and plural); request words at a term's edge
+  ("questions about", "... news") are dropped. A term holding " or " is left whole: where its
+  alternatives end is not certain ("gold or silver in Canada").
 * **exclusions** — after a certain cue (:data:`CERTAIN_CUES`: "except", "excluding", "other
   than", "apart from", "aside from", "besides", "but not", "neither ... nor", "free of") a term
   the model left positive is negated, and an excluded thing the model dropped is added under NOT.
@@ -79,6 +80,11 @@ STOPWORDS = _wordset(
 #: Words a term does not start with: articles and question words ("how to ...", "what is ...").
 LEADING_WORDS = _wordset("the a an how to what which why is are does do can should")
 
+#: What may follow a request word that ends a term ("wheat stories about", "trade news besides").
+_AFTER_REQUEST = _wordset(
+    "about on regarding concerning that which , but not except excluding besides without other "
+    "apart aside"
+) | {""}
 #: Words that join request words to the topic they ask about ("questions about X").
 _ABOUT = _wordset("about on regarding concerning of covering discussing mentioning")
 _TOKEN = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?|[,;:.!?()]")
@@ -382,7 +388,7 @@ def _term_stems(tree: Node) -> set[str]:
 
 
 def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
-    """Snap reworded terms, split terms holding " or ", drop request words at a term's edge.
+    """Snap reworded terms and drop request words at a term's edge.
 
     Example:
         >>> from pglogic.query import parse
@@ -394,10 +400,6 @@ def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
     notes: list[str] = []
 
     def one(text: str) -> Node:
-        parts = re.split(r"\s+(?:or|nor)\s+", text, flags=re.I)
-        if len(parts) > 1 and all(p.strip() for p in parts):
-            notes.append(f'split "{text}" at "or"')
-            return _join(Or, [one(p.strip()) for p in parts])
         snapped = snap_term(text, toks)
         if snapped is not None and snapped.casefold() != text.casefold():
             notes.append(f'"{text}" -> "{snapped}" (the question\'s words)')
@@ -412,8 +414,8 @@ def fix_words(tree: Node, toks: list[Token]) -> tuple[Node, list[str]]:
             words = words[1:]
         if len(words) > 1 and words[-1].casefold() in REQUEST_WORDS:
             at = locate(" ".join(words), toks)
-            after = toks[at[-1] + 1].stem if at and at[-1] + 1 < len(toks) else ""
-            if after in ("about", "on", "regarding", "concerning", "that", "which", ",", ""):
+            after = toks[at[-1] + 1].word.casefold() if at and at[-1] + 1 < len(toks) else ""
+            if after in _AFTER_REQUEST:
                 words = words[:-1]
         cleaned = " ".join(words)
         if cleaned != text:
