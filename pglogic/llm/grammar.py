@@ -16,7 +16,7 @@ well formed by construction. :func:`answer_to_query` reads either form.
 
 Example:
     >>> print(query_gbnf().splitlines()[0])
-    root ::= atom (and-tail | or-tail)?
+    root ::= atom and-tail?
     >>> question_words("Gold or silver, but not mining companies")
     ['Gold', 'silver', 'not', 'mining', 'companies']
     >>> answer_to_query('{"query": {"and": [{"term": "gold"}, {"not": {"term": "mining"}}]}}')
@@ -55,14 +55,17 @@ _WORD = re.compile(r"[^\W_](?:[\w'’&+#./-]*[\w+#])?")
 #: and no space at either end.
 _FREE_TERM = r'term ::= "\"" [^"\\\x00-\x1f ] ([^"\\\x00-\x1f]* [^"\\\x00-\x1f ])? "\""'
 
-#: The query rules: one operator per level (parentheses say how AND and OR group), the first
-#: operand of a level not negated, NOT not directly under OR.
+#: The query rules: one operator per level, and an OR only inside parentheses, so a model that
+#: writes from left to right opens the group before its alternatives and can still AND the
+#: context or a NOT to it (``("a" OR "b") AND NOT "c"``); the first operand of a level is not
+#: negated, and NOT is not directly under OR.
 _RULES = (
-    "root ::= atom (and-tail | or-tail)?",
+    "root ::= atom and-tail?",
     'and-tail ::= (" AND " unary)+',
     'or-tail ::= (" OR " atom)+',
     'unary ::= "NOT " atom | atom',
-    'atom ::= term | "(" root ")"',
+    'atom ::= term | "(" group ")"',
+    "group ::= atom (and-tail | or-tail)?",
 )
 
 
@@ -121,8 +124,8 @@ def _alternatives(words: Sequence[str]) -> str:
 
 
 def query_gbnf(vocabulary: Sequence[str] | None = None, names: frozenset[str] = frozenset()) -> str:
-    """The GBNF grammar of a canonical logical query in which AND and OR never meet without
-    parentheses and the first operand of each level is not negated.
+    """The GBNF grammar of a logical query in which AND and OR never meet without parentheses,
+    an OR is always in parentheses and the first operand of each level is not negated.
 
     Without ``vocabulary`` a term is any text without quotes, backslashes or control characters
     that neither starts nor ends with a space. With it, a term is made of those words (each also in
@@ -132,11 +135,12 @@ def query_gbnf(vocabulary: Sequence[str] | None = None, names: frozenset[str] = 
 
     Example:
         >>> print(query_gbnf(["How", "bread", "not", "rise"]))
-        root ::= atom (and-tail | or-tail)?
+        root ::= atom and-tail?
         and-tail ::= (" AND " unary)+
         or-tail ::= (" OR " atom)+
         unary ::= "NOT " atom | atom
-        atom ::= term | "(" root ")"
+        atom ::= term | "(" group ")"
+        group ::= atom (and-tail | or-tail)?
         term ::= "\\"" (plain " ")* content (" " (neg " ")? word)* "\\""
         word ::= content | plain
         content ::= "bread" | "rise"
@@ -167,14 +171,17 @@ def query_gbnf(vocabulary: Sequence[str] | None = None, names: frozenset[str] = 
     return "\n".join(lines)
 
 
-def grammar_text(tree: Node) -> str:
-    """``tree`` as the grammar writes it: canonical, with parentheses around every AND inside an
-    OR too (:func:`pglogic.query.to_string` leaves those out, as precedence allows).
+def grammar_text(tree: Node, *, top: bool = False) -> str:
+    """``tree`` with every group in parentheses: an AND inside an OR too
+    (:func:`pglogic.query.to_string` leaves those out, as precedence allows), and with ``top``
+    an OR at the top as well, as the grammar writes it.
 
     Example:
         >>> from pglogic.query import parse
-        >>> grammar_text(parse('"a" AND "b" OR NOT "c"'))
-        '("a" AND "b") OR NOT "c"'
+        >>> grammar_text(parse('"a" AND "b" OR "c"'))
+        '("a" AND "b") OR "c"'
+        >>> grammar_text(parse('"a" OR "b"'), top=True)
+        '("a" OR "b")'
     """
     if isinstance(tree, Term | Match):
         return to_string(tree)
@@ -186,7 +193,8 @@ def grammar_text(tree: Node) -> str:
     for child in tree.children:
         text = grammar_text(child)
         parts.append(f"({text})" if isinstance(child, And | Or) else text)
-    return op.join(parts)
+    out = op.join(parts)
+    return f"({out})" if top and isinstance(tree, Or) else out
 
 
 def mixed_operators(text: str) -> int | None:

@@ -71,8 +71,8 @@ NOT ("X" OR "Y").
 5. A negation that describes the problem or the situation is not an exclusion: "bread not \
 rising", "motor won't start", "without leaving brush marks", "yogurt instead of sour cream" (a \
 substitute). Keep it inside the term, with its negation word.
-6. Write parentheses whenever AND and OR appear together. Start with a term to look for, not \
-a negated one."""
+6. Put every OR group in parentheses, opened before its first alternative: ("X" OR "Y") AND \
+"Z". Start with a term or a group to look for, not a negated one."""
 
 #: The last instruction in plain and grammar mode.
 FORMAT_PLAIN = "Answer with the logical query alone, on one line."
@@ -104,6 +104,10 @@ EXAMPLES: tuple[tuple[str, str], ...] = (
     (
         "Pottery glazes that contain neither lead nor barium",
         '"pottery glazes" AND NOT ("lead" OR "barium")',
+    ),
+    (
+        "Jazz or blues concerts in Chicago, but not festivals",
+        '("jazz concerts" OR "blues concerts") AND "Chicago" AND NOT "festivals"',
     ),
     (
         "Either wooden boats or sailboats for sale in Maine",
@@ -156,7 +160,7 @@ def example_answer(query: str, mode: str = "plain") -> str:
         '{"query": {"and": [{"term": "a"}, {"not": {"term": "b"}}]}}'
     """
     if mode != "json":
-        return grammar_text(parse(query))
+        return grammar_text(parse(query), top=True)
     return json.dumps({"query": tree_to_json(parse(query))}, ensure_ascii=False)
 
 
