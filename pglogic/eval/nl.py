@@ -41,6 +41,7 @@ from typing import Any
 
 from pglogic.llm.client import few_shot_messages
 from pglogic.query import And, Match, Node, Not, Or, Term, map_terms, terms, to_string
+from pglogic.query.ast import leaves
 
 #: More gold terms than this are not compared by truth table (2^n rows).
 MAX_TRUTH_TERMS = 12
@@ -159,10 +160,23 @@ def equivalent(rewritten: Node, gold: Node, *, match: Matcher = text_match) -> b
         if m is None:
             return False
         mapping[t] = m
+    return same_truth_table(rewritten, g, mapping)
+
+
+def same_truth_table(rewritten: Node, gold: Node, mapping: Mapping[str, str]) -> bool:
+    """Whether ``rewritten`` and ``gold`` agree on every assignment of ``gold``'s terms, each of
+    ``rewritten``'s terms taking the value of the gold term ``mapping`` names for it.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> same_truth_table(parse('"x" AND NOT "y"'), parse('"a" AND NOT "b"'), {"x": "a", "y": "b"})
+        True
+    """
+    gold_terms = list(dict.fromkeys(t.text for t in leaves(gold)))
     for row in itertools.product((False, True), repeat=len(gold_terms)):
         truth = dict(zip(gold_terms, row, strict=True))
         mapped = {t: truth[m] for t, m in mapping.items()}
-        if evaluate(rewritten, mapped) != evaluate(g, truth):
+        if evaluate(rewritten, mapped) != evaluate(gold, truth):
             return False
     return True
 
@@ -703,6 +717,7 @@ __all__ = [
     "reasoning_messages",
     "retrieve",
     "rewrite_questions",
+    "same_truth_table",
     "sample_queries",
     "shape",
     "summarise_items",

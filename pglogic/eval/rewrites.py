@@ -35,10 +35,10 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pglogic.eval.nl import MAX_TRUTH_TERMS, same_truth_table
 from pglogic.llm.wording import content_stems, question_names
 from pglogic.query import And, Match, Node, Not, Or, Term, parse, to_string
 
@@ -56,9 +56,6 @@ ERROR_KINDS = (
     "unaligned term",
     "missing term",
 )
-
-#: More gold terms than this are not compared by truth table (2^n rows).
-MAX_TRUTH_TERMS = 12
 
 
 @dataclass(frozen=True)
@@ -134,16 +131,6 @@ def _has_or(tree: Node) -> bool:
     return False
 
 
-def _value(tree: Node, truth: Mapping[str, bool]) -> bool:
-    if isinstance(tree, Term | Match):
-        return truth[tree.text]
-    if isinstance(tree, Not):
-        return not _value(tree.child, truth)
-    assert isinstance(tree, And | Or)
-    values = (_value(c, truth) for c in tree.children)
-    return all(values) if isinstance(tree, And) else any(values)
-
-
 def _key(text: str, names: frozenset[str] = frozenset()) -> str:
     words = content_stems(text, names)
     return " ".join(words) if words else " ".join(text.casefold().split())
@@ -187,15 +174,9 @@ def align(term: str, gold_terms: Sequence[str], names: frozenset[str] = frozense
 
 
 def _same_table(rewritten: Node, gold: Node, mapping: Mapping[str, str]) -> bool:
-    gold_terms = list(dict.fromkeys(t for t, _ in leaves(gold)))
-    if len(gold_terms) > MAX_TRUTH_TERMS:
+    if len({t for t, _ in leaves(gold)}) > MAX_TRUTH_TERMS:
         return False
-    for row in itertools.product((False, True), repeat=len(gold_terms)):
-        truth = dict(zip(gold_terms, row, strict=True))
-        mapped = {t: truth[g] for t, g in mapping.items()}
-        if _value(rewritten, mapped) != _value(gold, truth):
-            return False
-    return True
+    return same_truth_table(rewritten, gold, mapping)
 
 
 def _gold_tree(formula: Node | None, question: str) -> Node:

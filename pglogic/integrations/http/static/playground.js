@@ -197,6 +197,17 @@ function setUrl() {
   history.replaceState(null, "", "?" + p.toString());
 }
 
+// The logical column: the query searched, its hits with a bar per term, and a meta line.
+function showLogical(d, extra) {
+  const marks = markedLabels(d.terms);
+  $("results").hidden = false;
+  $("logical-query").textContent = d.query;
+  const n = renderHits("logical-hits", d.hits, d.terms, marks, true);
+  $("logical-meta").textContent =
+    `${d.hits.length} hits · ${fmt(d.took_ms, 1)} ms · ${extra}` + (marks.size ? ` · ${n} marked` : "");
+  return marks;
+}
+
 async function runSearch(event) {
   if (event) event.preventDefault();
   const q = $("query").value;
@@ -220,13 +231,7 @@ async function runSearch(event) {
   showError(null);
   status("");
   $("ask-info").hidden = true;
-  const marks = markedLabels(d.terms);
-  $("results").hidden = false;
-  $("logical-query").textContent = d.query;
-  const nl = renderHits("logical-hits", d.hits, d.terms, marks, true);
-  $("logical-meta").textContent =
-    `${d.hits.length} hits · ${fmt(d.took_ms, 1)} ms · ${d.operators}, ${d.mode}` +
-    (marks.size ? ` · ${nl} marked` : "");
+  const marks = showLogical(d, `${d.operators}, ${d.mode}`);
   if (d.dense) {
     $("dense-column").hidden = false;
     $("dense-query").textContent = d.dense.query;
@@ -265,13 +270,7 @@ async function runAsk() {
   }
   $("ask-info").replaceChildren(...lines.map((t) => el("div", { text: t })));
   $("ask-info").hidden = false;
-  const marks = markedLabels(d.terms);
-  $("results").hidden = false;
-  $("logical-query").textContent = d.query;
-  const nl = renderHits("logical-hits", d.hits, d.terms, marks, true);
-  $("logical-meta").textContent =
-    `${d.hits.length} hits · ${fmt(d.took_ms, 1)} ms (LLM ${fmt(d.rewrite_ms, 0)} ms)` +
-    (marks.size ? ` · ${nl} marked` : "");
+  showLogical(d, `LLM ${fmt(d.rewrite_ms, 0)} ms`);
   $("dense-column").hidden = true;
   document.body.dataset.searched = String((Number(document.body.dataset.searched) || 0) + 1);
 }
