@@ -110,8 +110,8 @@ def test_no_check_adds_a_not_to_content_negation() -> None:
         model, checked = replay(row, checks=False), replay(row)
         if model is None or checked is None:
             continue
-        added = {t for t, neg in leaves(checked) if neg} - {t for t, neg in leaves(model) if neg}
-        assert not added, (row["question"], str(checked))
+        negated = [sum(neg for _, neg in leaves(tree)) for tree in (model, checked)]
+        assert negated[1] <= negated[0], (row["question"], str(model), str(checked))
 
 
 def test_no_term_is_made_of_function_words() -> None:
@@ -155,3 +155,10 @@ def test_the_numbers_the_docs_quote_are_the_results() -> None:
             assert f"{s['questions']} held-out real questions" in readme
             assert f"right for {s['structural']:.3f}" in readme
             assert f"(exact {s['exact']:.3f}; {errors} NOTs lost or inverted)" in readme
+
+
+def test_the_numbers_quoted_for_the_projects_own_sets_are_their_results() -> None:
+    doc = " ".join((REAL.parents[2] / "docs" / "natural-language.md").read_text().split())
+    for path in ("results.json", "heldout/results.json"):
+        s = json.loads((REAL.parent / path).read_text())["hand"]["summary"]
+        assert f"exact **{s['exact']:.3f}**, structural {s['structural']:.3f}" in doc, path
