@@ -73,7 +73,9 @@ def test_eval_nl_end_to_end(
     assert len(chat.requests) == 3 * len(items)
     for item in items:
         assert item["question"] == ASKED + item["formula"] + "?"
-        assert item["rewrite"] == item["formula"] and item["exact"] and not item["fallback"]
+        # the rewrite is shown with every group in parentheses: the same tree as the formula
+        assert parse(item["rewrite"]) == parse(item["formula"])
+        assert item["exact"] and not item["fallback"]
         assert item["reasoning"].startswith("Relevant documents discuss")
         scores = item["ndcg@10"]
         assert set(scores) == set(NL_METHODS)
