@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pglogic.llm.wording import is_function_word
+from pglogic.llm.wording import is_function_word, negates
 from pglogic.query import And, Match, Node, Not, Or, Term, to_string
 from pglogic.query.lexer import TokenKind, tokenize
 
@@ -76,8 +76,7 @@ def is_negation_word(word: str) -> bool:
         >>> [is_negation_word(w) for w in ("not", "doesn't", "won’t", "nothing")]
         [True, True, True, False]
     """
-    w = word.casefold().replace("’", "'")
-    return w in INNER_NEGATIONS or w.endswith("n't")
+    return negates(word, INNER_NEGATIONS)
 
 
 def question_words(question: str) -> list[str]:

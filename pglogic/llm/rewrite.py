@@ -382,7 +382,8 @@ def mixing_message(column: int) -> str:
 
 @dataclass(frozen=True)
 class Reading:
-    """What :func:`interpret` made of an answer: the model's own query and the checked one.
+    """What :func:`interpret` made of an answer: the model's own query and the checked one, and
+    the query text it found in the answer (``formula``).
 
     Example:
         >>> r = interpret('"grain" AND "wheat"', "grain, but not wheat")
@@ -393,6 +394,7 @@ class Reading:
     model_tree: Node
     tree: Node
     repairs: tuple[str, ...]
+    formula: str = ""
 
 
 def interpret(
@@ -410,11 +412,11 @@ def interpret(
     formula = extract_formula(answer_to_query(answer), max_terms=max_terms)
     tree = check_formula(formula, max_terms=max_terms)
     if not checks:
-        return Reading(tree, tree, ())
+        return Reading(tree, tree, (), formula)
     refined, notes = refine(tree, text)
     if refined != tree and positive_terms(refined) and len(terms(refined)) <= max_terms:
-        return Reading(tree, refined, tuple(notes))
-    return Reading(tree, tree, ())
+        return Reading(tree, refined, tuple(notes), formula)
+    return Reading(tree, tree, (), formula)
 
 
 def rewrite(
@@ -467,7 +469,7 @@ def rewrite(
             error = exc
             follow_up = repair_message(exc)
         else:
-            column = mixed_operators(extract_formula(answer_to_query(completion.text)))
+            column = mixed_operators(reading.formula)
             if column is None or attempt == 1:
                 notes = reading.repairs
                 if column is not None:

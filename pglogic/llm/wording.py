@@ -110,6 +110,17 @@ CERTAIN_PAIRS = {
 }  # fmt: skip
 
 
+def negates(word: str, words: frozenset[str]) -> bool:
+    """Whether ``word`` is one of ``words`` (case-folded) or a contraction in "n't".
+
+    Example:
+        >>> [negates(w, frozenset({"not"})) for w in ("Not", "won’t", "nothing")]
+        [True, True, False]
+    """
+    w = word.casefold().replace("’", "'")
+    return w in words or w.endswith("n't")
+
+
 def is_negation_cue(word: str) -> bool:
     """Whether ``word`` alone starts a negated clause (a cue word or a contraction in "n't").
 
@@ -117,8 +128,7 @@ def is_negation_cue(word: str) -> bool:
         >>> [is_negation_cue(w) for w in ("without", "don't", "aren’t", "coconut")]
         [True, True, True, False]
     """
-    w = word.casefold().replace("’", "'")
-    return w in _NEGATORS or w.endswith("n't")
+    return negates(word, _NEGATORS)
 
 
 def stem(word: str) -> str:
@@ -751,6 +761,7 @@ __all__ = [
     "is_negation_cue",
     "locate",
     "mark_literal",
+    "negates",
     "question_names",
     "refine",
     "restore_excluded",
