@@ -240,7 +240,7 @@ class PgLogic:
         if not migrate.schema_at_head(read):
             self._ensure_schema()  # migrates an embedded primary, else says what to run
             self.wait_for_read_server()
-            if not migrate.schema_at_head(read):
+            if not migrate.schema_at_head(read) and not migrate.schema_state(read).usable:
                 raise SchemaError(
                     f"The read server is at schema revision {migrate.current(read)}, this "
                     f"pglogic needs {migrate.head()}: run 'pglogic db upgrade' on the primary "
@@ -252,20 +252,12 @@ class PgLogic:
         if migrate.schema_at_head(self.dsn):  # the common case: one query, no Alembic
             self._checked = True
             return
-        rev = migrate.current(self.dsn)
-        if rev != migrate.head():
-            if self.settings.embedded:
-                self._require_writable_primary()
-                migrate.upgrade(self.dsn)
-            elif rev is None:
-                raise SchemaError(
-                    "The pglogic schema is not installed here; run 'pglogic db upgrade'"
-                )
-            else:
-                raise SchemaError(
-                    f"The database is at schema revision {rev}, this pglogic needs "
-                    f"{migrate.head()}; run 'pglogic db upgrade'"
-                )
+        state = migrate.schema_state(self.dsn)  # within the rolling-deploy window?
+        if state.behind and self.settings.embedded:
+            self._require_writable_primary()
+            migrate.upgrade(self.dsn)
+        elif not state.usable:
+            raise SchemaError(state.advice)
         self._checked = True
 
     def upgrade(self, revision: str = "head") -> None:

@@ -36,6 +36,13 @@ class ReadOnlyServer(DatabaseUnavailable):
     server: a hot-standby replica, or one with ``default_transaction_read_only``."""
 
 
+class PermissionDenied(PglogicError):
+    """The database role lacks a privilege the command needs (the message names it and who can
+    grant it)."""
+
+    exit_code = 3
+
+
 class SchemaError(PglogicError):
     """The database schema is missing or at the wrong migration revision."""
 

@@ -1,4 +1,4 @@
--- pglogic's schema at revision 0017, for psql alone: what `pglogic db upgrade` runs on an
+-- pglogic's schema at revision 0018, for psql alone: what `pglogic db upgrade` runs on an
 -- empty database.
 --
 --     psql "$DSN" -v ON_ERROR_STOP=1 -f sql/install.sql
@@ -14,14 +14,33 @@
 -- an older revision are replaced by the newer ones further down.
 --
 -- Like `pglogic db upgrade`, the script records its revision in the table
--- pglogic_alembic_version, so a later `pglogic db upgrade` applies only newer revisions (for
--- psql: `pglogic db sql --from 0017` writes that upgrade). On a database that already has
--- pglogic it stops at its first statement, CREATE TABLE pglogic_alembic_version, with nothing
--- applied.
+-- pglogic.pglogic_alembic_version, so a later `pglogic db upgrade` applies only newer revisions (for
+-- psql: `pglogic db sql --from 0018` writes that upgrade). On a database that already has
+-- pglogic it stops at CREATE TABLE pglogic.pglogic_alembic_version, with nothing applied.
 
 BEGIN;
 
-CREATE TABLE pglogic_alembic_version (
+DO $do$
+DECLARE
+    found text[];
+BEGIN
+    CREATE SCHEMA IF NOT EXISTS pglogic;
+    IF to_regclass('pglogic.pglogic_alembic_version') IS NULL THEN
+        SELECT array_agg(format('%I.%I', n.nspname, c.relname) ORDER BY n.nspname) INTO found
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relname = 'pglogic_alembic_version' AND c.relkind = 'r';
+        IF cardinality(found) > 1 THEN
+            RAISE EXCEPTION 'pglogic: found several version tables (%): keep the one that '
+                'records this database''s pglogic revision and drop the others',
+                array_to_string(found, ', ');
+        ELSIF cardinality(found) = 1 THEN
+            EXECUTE format('ALTER TABLE %s SET SCHEMA pglogic', found[1]);
+        END IF;
+    END IF;
+END
+$do$;
+
+CREATE TABLE pglogic.pglogic_alembic_version (
     version_num VARCHAR(32) NOT NULL, 
     CONSTRAINT pglogic_alembic_version_pkc PRIMARY KEY (version_num)
 );
@@ -58,7 +77,7 @@ CREATE TABLE pglogic.embeddings (
 
 CREATE UNIQUE INDEX embeddings_one_active ON pglogic.embeddings (corpus_id) WHERE is_active;
 
-INSERT INTO pglogic_alembic_version (version_num) VALUES ('0001') RETURNING pglogic_alembic_version.version_num;
+INSERT INTO pglogic.pglogic_alembic_version (version_num) VALUES ('0001') RETURNING pglogic.pglogic_alembic_version.version_num;
 
 -- Running upgrade 0001 -> 0002
 
@@ -883,7 +902,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0002' WHERE pglogic_alembic_version.version_num = '0001';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0002' WHERE pglogic.pglogic_alembic_version.version_num = '0001';
 
 -- Running upgrade 0002 -> 0003
 
@@ -1534,7 +1553,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0003' WHERE pglogic_alembic_version.version_num = '0002';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0003' WHERE pglogic.pglogic_alembic_version.version_num = '0002';
 
 -- Running upgrade 0003 -> 0004
 
@@ -2341,7 +2360,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0004' WHERE pglogic_alembic_version.version_num = '0003';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0004' WHERE pglogic.pglogic_alembic_version.version_num = '0003';
 
 -- Running upgrade 0004 -> 0005
 
@@ -3722,7 +3741,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0005' WHERE pglogic_alembic_version.version_num = '0004';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0005' WHERE pglogic.pglogic_alembic_version.version_num = '0004';
 
 -- Running upgrade 0005 -> 0006
 
@@ -5302,7 +5321,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0006' WHERE pglogic_alembic_version.version_num = '0005';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0006' WHERE pglogic.pglogic_alembic_version.version_num = '0005';
 
 -- Running upgrade 0006 -> 0007
 
@@ -7088,7 +7107,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0007' WHERE pglogic_alembic_version.version_num = '0006';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0007' WHERE pglogic.pglogic_alembic_version.version_num = '0006';
 
 -- Running upgrade 0007 -> 0008
 
@@ -8878,13 +8897,13 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0008' WHERE pglogic_alembic_version.version_num = '0007';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0008' WHERE pglogic.pglogic_alembic_version.version_num = '0007';
 
 -- Running upgrade 0008 -> 0009
 
 CREATE TABLE IF NOT EXISTS pglogic.passage_layouts ( corpus_id integer PRIMARY KEY REFERENCES pglogic.corpora(id) ON DELETE CASCADE, tokens integer NOT NULL CHECK (tokens >= 8), overlap integer NOT NULL CHECK (overlap >= 0 AND overlap * 2 <= tokens), tokenizer text NOT NULL);
 
-UPDATE pglogic_alembic_version SET version_num='0009' WHERE pglogic_alembic_version.version_num = '0008';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0009' WHERE pglogic.pglogic_alembic_version.version_num = '0008';
 
 -- Running upgrade 0009 -> 0010
 
@@ -10780,7 +10799,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0010' WHERE pglogic_alembic_version.version_num = '0009';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0010' WHERE pglogic.pglogic_alembic_version.version_num = '0009';
 
 -- Running upgrade 0010 -> 0011
 
@@ -12695,7 +12714,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0011' WHERE pglogic_alembic_version.version_num = '0010';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0011' WHERE pglogic.pglogic_alembic_version.version_num = '0010';
 
 -- Running upgrade 0011 -> 0012
 
@@ -14672,7 +14691,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0012' WHERE pglogic_alembic_version.version_num = '0011';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0012' WHERE pglogic.pglogic_alembic_version.version_num = '0011';
 
 -- Running upgrade 0012 -> 0013
 
@@ -16666,7 +16685,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0013' WHERE pglogic_alembic_version.version_num = '0012';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0013' WHERE pglogic.pglogic_alembic_version.version_num = '0012';
 
 -- Running upgrade 0013 -> 0014
 
@@ -18813,7 +18832,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0014' WHERE pglogic_alembic_version.version_num = '0013';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0014' WHERE pglogic.pglogic_alembic_version.version_num = '0013';
 
 -- Running upgrade 0014 -> 0015
 
@@ -21003,7 +21022,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0015' WHERE pglogic_alembic_version.version_num = '0014';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0015' WHERE pglogic.pglogic_alembic_version.version_num = '0014';
 
 -- Running upgrade 0015 -> 0016
 
@@ -23202,7 +23221,7 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0016' WHERE pglogic_alembic_version.version_num = '0015';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0016' WHERE pglogic.pglogic_alembic_version.version_num = '0015';
 
 -- Running upgrade 0016 -> 0017
 
@@ -25457,7 +25476,73 @@ BEGIN
 END
 $do$;
 
-UPDATE pglogic_alembic_version SET version_num='0017' WHERE pglogic_alembic_version.version_num = '0016';
+UPDATE pglogic.pglogic_alembic_version SET version_num='0017' WHERE pglogic.pglogic_alembic_version.version_num = '0016';
+
+-- Running upgrade 0017 -> 0018
+
+CREATE TABLE pglogic.schema_compat (
+    revision    varchar(32) PRIMARY KEY,
+    oldest_code varchar(32) NOT NULL
+);
+INSERT INTO pglogic.schema_compat VALUES ('0018', '0018');
+
+-- The read-only role pglogic_reader (migrations 0002, 0018; `pglogic db grants` applies it again):
+-- search, never write.
+--
+--   CREATE ROLE app_search LOGIN PASSWORD '...' IN ROLE pglogic_reader;
+--
+-- Roles belong to the whole cluster, so the role is created only when it does not exist yet
+-- (another database of the cluster may have created it). The grants are per database:
+-- USAGE on schema pglogic, SELECT on its tables (the version table pglogic_alembic_version among
+-- them, so that a reader can check the schema revision), EXECUTE on its functions, and default
+-- privileges so that tables (corpora) and functions created later in schema pglogic BY THE ROLE
+-- RUNNING THIS are readable too. Corpora created since by another role need
+-- GRANT SELECT ON pglogic.corpus_<id> TO pglogic_reader, or `pglogic db grants` again.
+-- Without the right to create roles the migration skips all of this with a warning.
+
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader') THEN
+        BEGIN
+            CREATE ROLE pglogic_reader NOLOGIN;
+        EXCEPTION
+            WHEN duplicate_object OR unique_violation THEN
+                NULL;  -- created concurrently by a migration of another database
+            WHEN insufficient_privilege THEN
+                RAISE WARNING 'pglogic: cannot create role pglogic_reader (%); '
+                    'skipping the read-only grants', SQLERRM;
+                RETURN;
+        END;
+    END IF;
+    GRANT USAGE ON SCHEMA pglogic TO pglogic_reader;
+    GRANT SELECT ON ALL TABLES IN SCHEMA pglogic TO pglogic_reader;
+    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pglogic TO pglogic_reader;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT SELECT ON TABLES TO pglogic_reader;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT EXECUTE ON FUNCTIONS TO pglogic_reader;
+END
+$do$;
+
+UPDATE pglogic.pglogic_alembic_version SET version_num='0018' WHERE pglogic.pglogic_alembic_version.version_num = '0017';
+
+DO $do$
+BEGIN
+    IF to_regclass('pglogic.pglogic_alembic_version') IS NULL THEN
+        RETURN;
+    ELSIF NOT EXISTS (SELECT 1 FROM pglogic.pglogic_alembic_version) THEN
+        DROP TABLE pglogic.pglogic_alembic_version;
+        IF NOT EXISTS (SELECT 1 FROM pg_class WHERE relnamespace = 'pglogic'::regnamespace)
+           AND NOT EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'pglogic'::regnamespace)
+           AND NOT EXISTS (SELECT 1 FROM pg_type WHERE typnamespace = 'pglogic'::regnamespace)
+        THEN
+            DROP SCHEMA pglogic;
+        END IF;
+    ELSIF (SELECT max(version_num) FROM pglogic.pglogic_alembic_version) < '0018'
+          AND current_schema() IS NOT NULL AND current_schema() <> 'pglogic' THEN
+        EXECUTE format('ALTER TABLE pglogic.pglogic_alembic_version SET SCHEMA %I',
+                       current_schema());
+    END IF;
+END
+$do$;
 
 COMMIT;
 

@@ -1,13 +1,15 @@
--- The read-only role pglogic_reader (migration 0002): search, never write.
+-- The read-only role pglogic_reader (migrations 0002, 0018; `pglogic db grants` applies it again):
+-- search, never write.
 --
 --   CREATE ROLE app_search LOGIN PASSWORD '...' IN ROLE pglogic_reader;
 --
 -- Roles belong to the whole cluster, so the role is created only when it does not exist yet
 -- (another database of the cluster may have created it). The grants are per database:
--- USAGE on schema pglogic, SELECT on its tables, EXECUTE on its functions, and default privileges
--- so that tables (corpora) and functions created later in schema pglogic BY THE ROLE RUNNING THIS
--- MIGRATION are readable too. Corpora created by another role need
--- GRANT SELECT ON pglogic.corpus_<id> TO pglogic_reader.
+-- USAGE on schema pglogic, SELECT on its tables (the version table pglogic_alembic_version among
+-- them, so that a reader can check the schema revision), EXECUTE on its functions, and default
+-- privileges so that tables (corpora) and functions created later in schema pglogic BY THE ROLE
+-- RUNNING THIS are readable too. Corpora created since by another role need
+-- GRANT SELECT ON pglogic.corpus_<id> TO pglogic_reader, or `pglogic db grants` again.
 -- Without the right to create roles the migration skips all of this with a warning.
 
 DO $do$
@@ -27,10 +29,6 @@ BEGIN
     GRANT USAGE ON SCHEMA pglogic TO pglogic_reader;
     GRANT SELECT ON ALL TABLES IN SCHEMA pglogic TO pglogic_reader;
     GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pglogic TO pglogic_reader;
-    -- so that a reader can check the schema revision (PgLogic(dsn) does)
-    IF to_regclass('pglogic_alembic_version') IS NOT NULL THEN
-        GRANT SELECT ON pglogic_alembic_version TO pglogic_reader;
-    END IF;
     ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT SELECT ON TABLES TO pglogic_reader;
     ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT EXECUTE ON FUNCTIONS TO pglogic_reader;
 END

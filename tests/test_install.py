@@ -26,7 +26,7 @@ import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 
-from pglogic.errors import SchemaError
+from pglogic.errors import InvalidInput
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.db import connect
@@ -81,9 +81,11 @@ CATALOG_QUERIES = {
     "reader": """
         SELECT r.rolname, r.rolcanlogin,
                has_schema_privilege(r.oid, 'pglogic', 'USAGE'),
-               CASE WHEN to_regclass('pglogic_alembic_version') IS NOT NULL
-                    THEN has_table_privilege(r.oid, 'pglogic_alembic_version', 'SELECT') END
-        FROM pg_roles r WHERE r.rolname = 'pglogic_reader'""",
+               has_table_privilege(r.oid, v.t, 'SELECT')
+        FROM pg_roles r LEFT JOIN (SELECT coalesce(to_regclass('pglogic.pglogic_alembic_version'),
+                                                   to_regclass('pglogic_alembic_version')) AS t) v
+             ON v.t IS NOT NULL
+        WHERE r.rolname = 'pglogic_reader'""",
 }
 
 
@@ -95,9 +97,8 @@ def catalog(dsn: str, *, version: bool = True) -> dict[str, list[tuple[Any, ...]
         if c.execute("SELECT to_regnamespace('pglogic')").fetchone() == (None,):
             return {"extensions": c.execute(CATALOG_QUERIES["extensions"]).fetchall()}
         out = {name: c.execute(query).fetchall() for name, query in CATALOG_QUERIES.items()}
-        has_version = c.execute("SELECT to_regclass('pglogic_alembic_version')").fetchone()
-        if version and has_version != (None,):
-            out["version"] = c.execute("SELECT version_num FROM pglogic_alembic_version").fetchall()
+    if version and (rev := migrate.current(dsn)) is not None:
+        out["version"] = [(rev,)]
     return out
 
 
@@ -326,7 +327,7 @@ def test_upgrade_script_refuses_a_database_at_another_revision(empty_dsn: str) -
     with pytest.raises(psycopg.errors.RaiseException) as info:
         run_as_psql(empty_dsn, migrate.upgrade_sql("0003"))
     assert info.value.diag.message_primary == (
-        "pglogic: this script upgrades from revision 0003; the database is at 0002"
+        "pglogic: this script starts from revision 0003; the database is at 0002"
     )
     assert catalog(empty_dsn) == before
 
@@ -343,8 +344,8 @@ def test_cli_db_sql_prints_the_install_script() -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith("-- pglogic's schema from revision 0003 to ")
     result = CliRunner().invoke(cli, ["db", "sql", "--from", "9999"])
-    assert isinstance(result.exception, SchemaError)  # main() prints it as one sentence
-    assert str(result.exception).startswith("Cannot write the upgrade 9999:head: ")
+    assert isinstance(result.exception, InvalidInput)  # main() prints it as one sentence
+    assert str(result.exception).startswith("Unknown revision '9999': ")
 
 
 # -- the wheel -------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ FROZEN_SHA256 = {
     "0015_search.sql": "6c381177d3230c6f9fba85fda21663cc1c26a40f63e7b027bd542cb62e24d4cb",
     "0016_search.sql": "1cb51a121358cfef1e41f5151cd487dc3531815e7e0923fa776861f805cd23f9",
     "0017_search.sql": "6e63f1bbe708b7dc6f5eaefc2341d5f8aafc03273a2c2d0be4ebd05fbbc56e33",
+    "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

@@ -157,7 +157,7 @@ WRITES = [
     "INSERT INTO pglogic.term_cache (model, term, embedding) VALUES ('m', 't', '[1]')",
     "INSERT INTO pglogic.calibration (model, tau, lam, method) VALUES ('m', 0.2, 10, 'corpus')",
     "DELETE FROM pglogic.calibration",
-    "DELETE FROM pglogic_alembic_version",
+    "DELETE FROM pglogic.pglogic_alembic_version",
     "CREATE TABLE pglogic.evil (id integer)",
     "CREATE TABLE public.evil (id integer)",
     "CREATE FUNCTION pglogic.evil() RETURNS integer LANGUAGE sql RETURN 1",

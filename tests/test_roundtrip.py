@@ -16,11 +16,16 @@ from alembic.script import ScriptDirectory
 from psycopg import sql
 
 from pglogic.embed.registry import get_embedder
-from pglogic.store import admin, migrate
+from pglogic.engine.calibration import Calibration
+from pglogic.errors import SchemaError
+from pglogic.store import admin, calibration_store, migrate
 from pglogic.store.corpus import build_index, create_corpus, get_corpus
 from pglogic.store.db import Connection, connect
 from pglogic.store.ingest import ingest_records
+from pglogic.store.lexical import drop_lexical_index
+from pglogic.store.passages import PassageLayout
 from pglogic.store.readers import Record
+from pglogic.store.term_cache import cache_terms
 from tests.test_alembic_ops import make_env
 from tests.test_install import catalog, diff, revisions
 
@@ -51,8 +56,37 @@ def populate(conn: Connection) -> None:
     admin.switch_embedding(conn, "switched", model=B)
 
 
+#: Tables whose rows are the bookkeeping of the migrations themselves, not data.
+BOOKKEEPING = ("pglogic_alembic_version", "schema_compat")
+
+
+def registry(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table in schema pglogic other than the corpora's own (registry,
+    passage layouts, lexical indexes, calibrations, term cache, ...), as text."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with connect(dsn) as c:
+        tables = [
+            str(r[0])
+            for r in c.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = 'pglogic'::regnamespace"
+                " AND relkind IN ('r', 'p') AND relname NOT LIKE 'corpus\\_%' ORDER BY 1"
+            )
+        ]
+        for table in tables:
+            if table in BOOKKEEPING:
+                continue
+            rows = c.execute(
+                sql.SQL("SELECT t::text FROM {} AS t ORDER BY 1").format(
+                    sql.Identifier("pglogic", table)
+                )
+            ).fetchall()
+            if rows:  # an empty table and a missing one hold the same: nothing
+                out[table] = rows
+    return out
+
+
 def snapshot(dsn: str) -> dict[str, Any]:
-    """Every corpus row (vectors as text), the registry and the corpus indexes."""
+    """Every corpus row (vectors as text), every other pglogic table, the corpus indexes."""
     with connect(dsn) as c:
         out: dict[str, Any] = {
             "corpora": c.execute(
@@ -82,34 +116,92 @@ def snapshot(dsn: str) -> dict[str, Any]:
                 sql.Identifier("pglogic", table),
             )
             out[table] = (cols, c.execute(select).fetchall())
+    out["registry"] = registry(dsn)
     return out
 
 
+def fill_registry(dsn: str) -> None:
+    """A row in each registry table that a downgrade could drop: a lexical index (the
+    corpora have one already), a stored calibration and a term cache entry."""
+    with connect(dsn) as conn:
+        cal = Calibration(0.3, 12.0, "logistic", 10, 0.9)
+        calibration_store.save_calibration(conn, A, cal, source="test")
+        cache_terms(conn, get_corpus(conn, "plain"), ["rain"], embedder=get_embedder(A))
+
+
+#: What a refused downgrade says to remove first, and how this test does it.
+FIXES = {
+    "pglogic.lexical_indexes": lambda conn: [
+        drop_lexical_index(conn, get_corpus(conn, n)) for n in ("plain", "switched")
+    ],
+    "pglogic.calibration": lambda conn: conn.execute("DELETE FROM pglogic.calibration"),
+    "pglogic.term_cache": lambda conn: conn.execute("DELETE FROM pglogic.term_cache"),
+}
+
+
 def test_every_pglogic_migration_step_round_trips_with_data(dsn: str) -> None:
+    """Down one step and up again, from every revision: every pglogic table is as before, or
+    the downgrade refuses (nothing applied), naming the rows it would lose and what to remove
+    first; with that removed, the round trips go on below it."""
     with connect(dsn) as conn:
         populate(conn)
+    fill_registry(dsn)
     before = snapshot(dsn)
     assert len(before["corpus_1"][1]) == 12 and len(before["corpus_2"][1]) == 8
     assert "embedding_2" in before["corpus_2"][0]
+    assert {"lexical_indexes", "calibration", "term_cache"} <= set(before["registry"])
 
     schema = catalog(dsn)
     script = ScriptDirectory(str(migrate.script_location()))
     steps = [r for r in script.walk_revisions() if r.down_revision is not None]
     assert [r.revision for r in reversed(steps)] == revisions()[1:]  # every step
     assert migrate.current(dsn) == migrate.head()
+    refused = []
     for rev in steps:  # newest first: from head down to just below rev, then back up
         down = rev.down_revision
         assert isinstance(down, str), f"merge revisions are not expected here: {rev.revision}"
-        migrate.downgrade(dsn, down)
+        while True:
+            try:
+                migrate.downgrade(dsn, down)
+            except SchemaError as exc:
+                table = next((t for t in FIXES if f"would drop {t}," in str(exc)), None)
+                assert table is not None, f"downgrade {rev.revision}: unexpected {exc}"
+                assert migrate.current(dsn) == migrate.head() and snapshot(dsn) == before
+                refused.append((rev.revision, table))
+                with connect(dsn) as conn:
+                    FIXES[table](conn)
+                    conn.commit()
+                before, schema = snapshot(dsn), catalog(dsn)  # the corpora changed
+                continue
+            break
         assert migrate.current(dsn) == down
         assert snapshot(dsn) == before, f"downgrade {rev.revision} -> {down} changed data"
         migrate.upgrade(dsn, "head")
         assert snapshot(dsn) == before, f"upgrade {down} -> head changed data"
         again = catalog(dsn)
         assert again == schema, (f"down to {down} and up: the schema changed", diff(again, schema))
+    assert refused == [
+        ("0007", "pglogic.lexical_indexes"),
+        ("0004", "pglogic.calibration"),
+        ("0002", "pglogic.term_cache"),
+    ]
     assert migrate.current(dsn) == migrate.head()
     with connect(dsn) as conn:  # and the corpora still work
         assert get_corpus(conn, "switched").column == "embedding_2"
+
+
+def test_a_downgrade_refuses_to_orphan_passages(dsn: str) -> None:
+    """A corpus split into passages: below 0009 nothing could read its passage table, so the
+    downgrade refuses and changes nothing."""
+    with connect(dsn) as conn:
+        create_corpus(conn, "long", model=A, dim=384, passages=PassageLayout(128, 16, "words"))
+    before = snapshot(dsn)
+    assert before["registry"]["passage_layouts"]
+    with pytest.raises(
+        SchemaError, match=r"would drop pglogic\.passage_layouts, which holds 1 row"
+    ):
+        migrate.downgrade(dsn, "0008")
+    assert migrate.current(dsn) == migrate.head() and snapshot(dsn) == before
 
 
 def test_corpus_operations_round_trip_with_data(dsn: str, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 Documents live in one table per corpus (``pglogic.corpus_<id>``), created by
 ``pglogic corpus create`` because each embedding column has its corpus's own dimension.
-Downgrading this revision drops the whole ``pglogic`` schema, corpora included.
+Downgrading this revision drops the whole ``pglogic`` schema, corpora included; it refuses
+while objects outside the schema depend on it (an application's view or foreign key), unless
+told to cascade (``pglogic db downgrade base --cascade``).
 
 Revision ID: 0001
 Revises:
@@ -59,4 +61,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute("DROP SCHEMA IF EXISTS pglogic CASCADE")
+    # Refuses while objects outside the schema depend on it, unless told to cascade (env.py).
+    op.drop_pglogic_schema()

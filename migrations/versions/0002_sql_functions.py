@@ -97,6 +97,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.keep_rows(
+        "pglogic.term_cache",
+        "it is a cache; empty it first (DELETE FROM pglogic.term_cache) to downgrade further",
+    )
     _run(REVOKE_READER)
     for signature in FUNCTIONS:
         _run(f"DROP FUNCTION IF EXISTS {signature};")

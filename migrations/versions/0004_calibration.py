@@ -75,6 +75,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.keep_rows(
+        "pglogic.calibration",
+        "stored calibrations (pglogic calibration list); delete them first to downgrade further",
+    )
     _run(_frozen("0003_search.sql"))
     _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
     _run("DROP TABLE IF EXISTS pglogic.calibration;")

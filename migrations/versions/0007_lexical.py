@@ -80,6 +80,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.keep_rows(
+        "pglogic.lexical_indexes",
+        "corpora with a lexical index; drop each first (pglogic corpus lexical NAME --drop)",
+    )
     _run(DROP_NEW)
     _run(_frozen("0006_search.sql"))
     op.execute("DROP TABLE IF EXISTS pglogic.lexical_indexes")

@@ -8,7 +8,8 @@ by ``pglogic corpus create --passages``; searches take each term's best passage 
 No row: the corpus is one vector per document, as before. A table rather than columns of
 ``pglogic.corpora``: downgrading drops it and upgrading makes it again.
 
-Downgrading drops the table (passage tables stay, and nothing reads them then).
+Downgrading drops the table, and refuses while it has rows: the corpora's passage tables would
+stay behind with nothing to read them, and an upgrade could not bring the layouts back.
 
 Revision ID: 0009
 Revises: 0008
@@ -36,4 +37,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.keep_rows(
+        "pglogic.passage_layouts",
+        "corpora split into passages, which a revision before 0009 cannot search; drop "
+        "those corpora first (pglogic corpus drop NAME)",
+    )
     op.execute("DROP TABLE IF EXISTS pglogic.passage_layouts")

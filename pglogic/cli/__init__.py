@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as e:
-        error = _read_only(e)
+        error = _read_only(e) or _denied(e)
         if error is None:
             raise
         err_console.print(f"Error: {error}", markup=False, highlight=False, soft_wrap=True)
@@ -255,6 +255,24 @@ def _read_only(exc: BaseException) -> PglogicError | None:
             first = str(cause).strip().splitlines()[0] if str(cause).strip() else "read-only"
             return DatabaseUnavailable(f"Cannot write: the server refused it ({first}); "
                                        + READ_ONLY_ADVICE)  # fmt: skip
+        cause = getattr(cause, "orig", None) or cause.__cause__
+    return None
+
+
+def _denied(exc: BaseException) -> PglogicError | None:
+    """A refused privilege (psycopg's InsufficientPrivilege, also wrapped by SQLAlchemy) as one
+    sentence naming what the role lacks and who can grant it; None for any other exception."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return None
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.InsufficientPrivilege):
+            from pglogic.cli.ui import last_dsn
+            from pglogic.errors import PermissionDenied
+            from pglogic.store.db import permission_message
+
+            return PermissionDenied(permission_message(cause, last_dsn()))
         cause = getattr(cause, "orig", None) or cause.__cause__
     return None
 

@@ -12,9 +12,13 @@ import click
 
 from pglogic.cli import ui
 from pglogic.cli.ui import console, example
+from pglogic.errors import InvalidInput
 
-_EXAMPLES = ("pglogic db upgrade", "pglogic db current", "pglogic db downgrade base --yes",
+_EXAMPLES = ("pglogic db upgrade", "pglogic db current", "pglogic db downgrade -1",
+             "pglogic db downgrade base --yes", "pglogic db grants",
              "pglogic db sql > install.sql")  # fmt: skip
+#: Relative revisions (-1, +1) are arguments, not options.
+_RELATIVE_OK = {"ignore_unknown_options": True}
 
 
 @click.group(epilog=example(*_EXAMPLES))
@@ -22,31 +26,75 @@ def db() -> None:
     """Apply or inspect the schema migrations (Alembic, shipped with the package)."""
 
 
-@db.command("upgrade", epilog=example("pglogic db upgrade", "pglogic db upgrade 0001"))
+@db.command(
+    "upgrade",
+    context_settings=_RELATIVE_OK,
+    epilog=example("pglogic db upgrade", "pglogic db upgrade 0017", "pglogic db upgrade +1"),
+)
 @click.argument("revision", default="head")
 @click.pass_context
 def db_upgrade(ctx: click.Context, revision: str) -> None:
-    """Migrate the database up to REVISION (default: head)."""
+    """Migrate the database up to REVISION (default: head; +1: one revision up)."""
     from pglogic.store import migrate
 
     api = ui.api(ctx)
+    migrate.check_revision(revision)
     api.upgrade(revision)
     console.print(f"Schema at revision {migrate.current(api.dsn)}")
 
 
-@db.command("downgrade", epilog=example("pglogic db downgrade base --yes"))
+@db.command(
+    "downgrade",
+    context_settings=_RELATIVE_OK,
+    epilog=example(
+        "pglogic db downgrade -1             # one revision down",
+        "pglogic db downgrade 0016",
+        "pglogic db downgrade base --yes     # removes pglogic and every corpus",
+        "pglogic db downgrade base --cascade # ... and objects of yours that depend on it",
+    ),
+)
 @click.argument("revision")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--cascade", is_flag=True,
+    help="Down to base: also drop the objects outside schema pglogic that depend on it "
+    "(listed first); without it such a downgrade is refused.",
+)  # fmt: skip
 @click.pass_context
-def db_downgrade(ctx: click.Context, revision: str, yes: bool) -> None:
-    """Migrate the database down to REVISION ('base' removes pglogic and all corpora)."""
+def db_downgrade(ctx: click.Context, revision: str, yes: bool, cascade: bool) -> None:
+    """Migrate the database down to REVISION (-1: one revision down; base: remove pglogic).
+
+    A step that would drop registry rows an upgrade could not bring back (passage layouts,
+    lexical indexes, stored calibrations, the term cache) is refused, saying what to remove
+    first; nothing is applied then.
+    """
     from pglogic.store import migrate
 
     api = ui.api(ctx)
     migrate.check_revision(revision)  # before asking
+    target = migrate.resolve(api.dsn, revision)
+    warning = "This can drop data"
+    if target is None:  # base
+        corpora = migrate.installed_corpora(api.dsn)
+        outside = migrate.outside_dependents(api.dsn)
+        listed = ", ".join(f"{n} ({d:,} documents)" for n, d in corpora) or "none"
+        console.print(f"Base drops schema pglogic with every corpus: {listed}", markup=False)
+        if outside:
+            console.print("Objects outside schema pglogic that depend on it:", markup=False)
+            for what in outside:
+                console.print(f"  {what}", markup=False)
+            if not cascade:
+                raise InvalidInput(
+                    f"Refusing to drop schema pglogic: {len(outside)} object(s) outside it "
+                    "depend on it (listed above); drop or change them first, or add --cascade "
+                    "to drop them too"
+                )
+            warning = f"This drops every corpus and the {len(outside)} object(s) listed above"
+        else:
+            warning = "This drops every corpus"
     if not yes:
-        click.confirm(f"Downgrade the schema to {revision}? This can drop data", abort=True)
-    migrate.downgrade(api.dsn, revision)
+        click.confirm(f"Downgrade the schema to {target or 'base'}? {warning}", abort=True)
+    migrate.downgrade(api.dsn, target or "base", cascade=cascade)
     console.print(f"Schema at revision {migrate.current(api.dsn) or 'base'}")
 
 
@@ -62,18 +110,46 @@ def db_current(ctx: click.Context) -> None:
 
 @db.command(
     "sql",
-    epilog=example("pglogic db sql > install.sql", "pglogic db sql --from 0004 > upgrade.sql"),
+    epilog=example(
+        "pglogic db sql > install.sql",
+        "pglogic db sql --from 0004 > upgrade.sql",
+        "pglogic db sql 0017 --from 0018 > downgrade.sql",
+    ),
 )
 @click.option(
     "--from", "start", metavar="REVISION",
-    help="Write the upgrade of a database at REVISION (default: an empty database).",
+    help="Write the migration of a database at REVISION (default: an empty database).",
 )  # fmt: skip
 @click.argument("revision", default="head")
 def db_sql(start: str | None, revision: str) -> None:
-    """Print the upgrade to REVISION (default: head) as one script for psql; no database needed.
+    """Print the migration to REVISION (default: head) as one script for psql; no database
+    needed. Below --from it is a downgrade.
 
     From an empty database this is sql/install.sql: psql "$DSN" -v ON_ERROR_STOP=1 -f FILE.
     """
     from pglogic.store import migrate
 
     click.echo(migrate.upgrade_sql(start, revision), nl=False)
+
+
+@db.command(
+    "grants",
+    epilog=example(
+        "pglogic db grants",
+        "psql -c 'CREATE ROLE app_search LOGIN IN ROLE pglogic_reader'",
+    ),
+)
+@click.pass_context
+def db_grants(ctx: click.Context) -> None:
+    """(Re)apply the read-only role pglogic_reader and its grants: after a restore into a fresh
+    cluster, or after corpora were created by another role.
+
+    Creates the role when it is missing (needs CREATEROLE), then grants USAGE on schema pglogic,
+    SELECT on every table in it (corpora and the version table included) and EXECUTE on its
+    functions.
+    """
+    from pglogic.store import migrate
+
+    api = ui.api(ctx)
+    tables = migrate.apply_grants(api.dsn)
+    console.print(f"pglogic_reader may read {tables} tables of schema pglogic and search")

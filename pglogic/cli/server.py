@@ -1,5 +1,5 @@
 """``pglogic server``: the embedded Postgres (start, stop, status) and its streaming replicas
-(``start --replica-of``, ``promote``).
+(``start --replica-of``, ``promote``, ``drop-slot``).
 
 Example:
     $ pglogic server start
@@ -22,6 +22,7 @@ from pglogic.cli.ui import console, example
         "pglogic server stop",
         "pglogic --home /srv/replica server start --replica-of ~/.local/share/pglogic",
         "pglogic --home /srv/replica server promote",
+        "pglogic server drop-slot pglogic_replica_1_e9b738c0 --yes",
     ),
 )
 def server_group() -> None:
@@ -136,3 +137,31 @@ def server_promote(ctx: click.Context) -> None:
     from pglogic.store import replica
 
     console.print(replica.promote(ui.home(ctx)), soft_wrap=True)
+
+
+@server_group.command(
+    "drop-slot",
+    epilog=example(
+        "pglogic server status                     # lists the slots",
+        "pglogic server drop-slot pglogic_replica_1_e9b738c0 --yes",
+        "pglogic --dsn postgresql://db1/app server drop-slot pglogic_replica_1_e9b738c0",
+    ),
+)
+@click.argument("slot")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def server_drop_slot(ctx: click.Context, slot: str, yes: bool) -> None:
+    """Drop replication slot SLOT on the primary (--dsn, or the embedded server under --home):
+    for a replica that is gone for good or was promoted. A slot nobody reads keeps the
+    primary's WAL, which grows until the disk is full; a replica whose slot is dropped cannot
+    catch up again and must be made anew."""
+    from pglogic.errors import ConfigError
+    from pglogic.store import replica
+
+    state = ctx.find_root().obj
+    dsn = replica.primary_dsn(state.dsn or ui.home(ctx))
+    if not yes:
+        click.confirm(f"Drop replication slot {slot}?", abort=True)
+    if not replica.drop_slot(dsn, slot):
+        raise ConfigError(f"No replication slot {slot!r} on this server (pglogic server status)")
+    console.print(f"Dropped replication slot {slot}", markup=False)

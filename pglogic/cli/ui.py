@@ -52,11 +52,25 @@ class State:
         return api
 
 
+_LAST: list[State] = []  # the root command's options, for errors raised after its context ended
+
+
+def last_dsn() -> str | None:
+    """The DSN of the API the last command built (None before any), to explain a refused
+    privilege after the command's context is gone."""
+    if not _LAST or _LAST[-1]._api is None:
+        return None
+    dsn: str = _LAST[-1]._api.dsn
+    return dsn
+
+
 def api(ctx: click.Context) -> PgLogic:
     """The :class:`~pglogic.api.PgLogic` of the root command's ``--dsn`` / ``--read-dsn`` /
     ``--home``."""
     state = ctx.find_root().obj
     assert isinstance(state, State)
+    if not _LAST or _LAST[-1] is not state:
+        _LAST[:] = [state]
     return state.api()
 
 

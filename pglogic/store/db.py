@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 from pglogic.errors import DatabaseUnavailable, ReadOnlyServer, SchemaError
 
@@ -149,6 +150,84 @@ def writing(dsn: str) -> Iterator[None]:
     except psycopg.errors.ReadOnlySqlTransaction as exc:
         reason = "a read-only server or transaction (a replica?)"
         raise read_only_error(dsn, reason) from exc
+
+
+_DENIED = re.compile(r"permission denied for (?P<kind>[a-z ]+?) (?P<name>\S+)$")
+_NOT_OWNER = re.compile(r"must be owner of (?P<kind>[a-z ]+?) (?P<name>\S+)$")
+#: What pglogic may need of each kind of object, in the order a GRANT names them.
+_PRIVILEGES = {
+    "table": ("SELECT", "INSERT", "UPDATE", "DELETE"),
+    "schema": ("USAGE", "CREATE"),
+    "function": ("EXECUTE",),
+    "sequence": ("USAGE", "SELECT", "UPDATE"),
+}
+_CHECK = {
+    "table": "has_table_privilege",
+    "schema": "has_schema_privilege",
+    "function": "has_function_privilege",
+    "sequence": "has_sequence_privilege",
+}
+
+
+def permission_message(exc: psycopg.Error, dsn: str | None = None) -> str:
+    """One sentence for a refused privilege: the role, what it lacks on which object, and who
+    can grant it (looked up on ``dsn`` when given).
+
+    Example:
+        >>> permission_message(exc, dsn)  # doctest: +SKIP
+        'Role app lacks INSERT, UPDATE, DELETE on table pglogic.corpora (permission denied ...'
+    """
+    primary = (exc.diag.message_primary or str(exc)).strip().splitlines()[0]
+    owned = _NOT_OWNER.search(primary)
+    denied = owned or _DENIED.search(primary)
+    kind = denied.group("kind") if denied else ""
+    name = denied.group("name").strip('"') if denied else ""
+    qualified = name if "." in name or kind in ("schema", "database") else f"pglogic.{name}"
+    role, owner, missing = "this role", "its owner", list(_PRIVILEGES.get(kind, ()))
+    if dsn is not None:
+        with (
+            contextlib.suppress(psycopg.Error, DatabaseUnavailable),
+            connect(dsn, autocommit=True, vector=False) as conn,
+        ):
+            role = str(_one(conn, sql.SQL("SELECT current_user"), ()))
+            found = _owner(conn, kind, qualified)
+            owner = found or owner
+            if kind in _CHECK and found:
+                check = sql.SQL("SELECT {}(%s, %s)").format(sql.Identifier(_CHECK[kind]))
+                missing = [p for p in missing if not _one(conn, check, (qualified, p))]
+    if owned:
+        return (
+            f"Role {role} must own {kind} {qualified} for this ({primary}): run it as {owner}, "
+            f"or a superuser can let {role} act as the owner (GRANT {owner} TO {role})"
+        )
+    if not denied:
+        return f"Role {role} lacks a privilege this needs ({primary}); a superuser can grant it"
+    privileges = ", ".join(missing) or "a privilege"
+    on = f"{kind.upper()} {qualified}" if kind in ("schema", "function", "sequence") else qualified
+    return (
+        f"Role {role} lacks {privileges} on {kind} {qualified} ({primary}); {owner} (the "
+        f"owner) or a superuser can grant it: GRANT {privileges} ON {on} TO {role}. Members "
+        "of pglogic_reader may search but not change pglogic"
+    )
+
+
+def _one(conn: Connection, query: sql.SQL | sql.Composed, params: tuple[Any, ...]) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
+def _owner(conn: Connection, kind: str, qualified: str) -> str | None:
+    """The owner of the object a permission error named (None when not found)."""
+    query = {
+        "schema": "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = %s",
+        "table": "SELECT relowner::regrole::text FROM pg_class WHERE oid = to_regclass(%s)",
+        "sequence": "SELECT relowner::regrole::text FROM pg_class WHERE oid = to_regclass(%s)",
+        "function": "SELECT proowner::regrole::text FROM pg_proc WHERE oid = to_regproc(%s)",
+    }.get(kind)
+    if query is None:
+        return None
+    row = conn.execute(query.encode(), (qualified,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def vector_version(conn: Connection) -> str | None:

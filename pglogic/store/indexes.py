@@ -46,7 +46,8 @@ from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import InvalidInput, PglogicError
 from pglogic.store.citus import distribution, with_propagation
 from pglogic.store.db import Connection
-from pglogic.store.passages import passage_table_name, swap_passage_index
+from pglogic.store.lexical import index_name as lexical_index_name
+from pglogic.store.passages import passage_index_name, passage_table_name, swap_passage_index
 
 #: Key space of the session advisory lock that serializes index commands on one corpus
 #: (``pg_advisory_lock(LOCK_SPACE, corpus id)``): the bytes of "pgli".
@@ -315,10 +316,28 @@ def _embeddings(conn: Connection, corpus: Corpus) -> list[tuple[int, str, str | 
     ]
 
 
+def own_index_names(conn: Connection, corpus: Corpus) -> set[str]:
+    """The names pglogic gives the indexes it builds on ``corpus``'s tables (HNSW per embedding
+    column, with the ``_new`` / ``_old`` of a rebuild; the metadata GIN index; the lexical GIN
+    index; the passages' HNSW indexes). Repairs and swaps touch no other index: a DBA's own
+    indexes on a corpus table, valid or not, are left alone.
+
+    Example:
+        >>> sorted(own_index_names(conn, corpus))[:2]  # doctest: +SKIP
+        ['corpus_1_embedding_hnsw', 'corpus_1_embedding_hnsw_new']
+    """
+    names = {metadata_index_name(corpus), lexical_index_name(corpus)}
+    for _, column, _, _ in _embeddings(conn, corpus):
+        for base in (hnsw_name(corpus, column), passage_index_name(corpus, column)):
+            names.update((base, f"{base}_new", f"{base}_old"))
+    return names
+
+
 def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> list[str]:
     """Undo or finish what an interrupted index command left on ``corpus``; return what was done.
 
-    Drops invalid indexes (not one another session is building), swaps in a finished
+    Only pglogic's own indexes (:func:`own_index_names`) are touched. Drops invalid ones (not
+    one another session is building), swaps in a finished
     ``<name>_new``, drops a leftover ``<name>_old``, and makes the registry name the HNSW index of
     each embedding column that exists and is valid, with its parameters. The same for the
     passage table's indexes (:func:`_repair_passages`). Run it inside :class:`Maintenance`. Each
@@ -335,7 +354,8 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
         done.append(text)
         (note or _ignore)(text)
 
-    _drop_invalid(conn, _indexes(conn, corpus), say, note)
+    own = own_index_names(conn, corpus)
+    _drop_invalid(conn, _indexes(conn, corpus), own, say, note)
     for emb_id, column, index_name, index_params in _embeddings(conn, corpus):
         name = hnsw_name(corpus, column)
         indexes = _indexes(conn, corpus)
@@ -357,20 +377,25 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
                 (want[0], None if want[1] is None else Jsonb(want[1]), emb_id),
             )
     if corpus.passage_table is not None:
-        _repair_passages(conn, corpus, say, note)
+        _repair_passages(conn, corpus, own, say, note)
     return done
 
 
 def _drop_invalid(
     conn: Connection,
     found: dict[str, _Index],
+    own: set[str],
     say: Callable[[str], None],
     note: Note | None,
     what: str = "",
 ) -> None:
-    """Drop the invalid indexes of ``found`` that no other session is building."""
+    """Drop the invalid indexes of ``found`` that pglogic builds (``own``) and that no other
+    session is building; an invalid index of someone else's is reported and left alone."""
     for ix in found.values():
         if ix.valid:
+            continue
+        if ix.name not in own:
+            (note or _ignore)(f"Index {ix.name} is invalid but not pglogic's: left alone")
             continue
         if ix.building:
             (note or _ignore)(f"Index {ix.name} is being built by another session: left alone")
@@ -380,15 +405,19 @@ def _drop_invalid(
 
 
 def _repair_passages(
-    conn: Connection, corpus: Corpus, say: Callable[[str], None], note: Note | None
+    conn: Connection,
+    corpus: Corpus,
+    own: set[str],
+    say: Callable[[str], None],
+    note: Note | None,
 ) -> None:
     """What an interrupted build of a passage index left
     (:func:`pglogic.store.passages.build_passage_index`): invalid indexes are dropped, and a
     finished ``<name>_new`` (the client died before the swap) takes the place of ``<name>``."""
     table = passage_table_name(corpus)
-    _drop_invalid(conn, _indexes(conn, corpus, table), say, note, " of the passages")
+    _drop_invalid(conn, _indexes(conn, corpus, table), own, say, note, " of the passages")
     for ix in _indexes(conn, corpus, table).values():
-        if ix.valid and ix.name.endswith("_new"):
+        if ix.valid and ix.name.endswith("_new") and ix.name in own:
             name = ix.name.removesuffix("_new")
             swap_passage_index(conn, name)
             say(f"Swapped in {ix.name} as {name} (built by an interrupted passage index build)")
