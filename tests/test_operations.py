@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic import PgLogic
 from pglogic.cli import cli
-from pglogic.errors import SchemaError
+from pglogic.errors import PermissionDenied, SchemaError
 from pglogic.store import corpus as corpora
 from pglogic.store import indexes, migrate
 from pglogic.store.db import connect
@@ -217,6 +217,17 @@ def test_db_grants_reapplies_the_reader_grants(dsn: str) -> None:
             (table, table),
         ).fetchone()
     assert row == (True, True, False)
+    name = f"reader_{uuid.uuid4().hex[:8]}"  # a reader's GRANT would grant nothing: refused
+    with connect(dsn, autocommit=True, vector=False) as c:
+        c.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
+        )
+    try:
+        result = invoke(make_conninfo(dsn, user=name), "db", "grants")
+    finally:
+        drop_roles(dsn, [name])
+    assert isinstance(result.exception, PermissionDenied)
+    assert str(result.exception).startswith(f"Role {name} cannot grant on schema pglogic")
 
 
 def test_a_reader_gets_one_sentence_naming_the_privilege(dsn: str) -> None:

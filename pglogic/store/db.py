@@ -160,12 +160,14 @@ _PRIVILEGES = {
     "schema": ("USAGE", "CREATE"),
     "function": ("EXECUTE",),
     "sequence": ("USAGE", "SELECT", "UPDATE"),
+    "database": ("CREATE",),
 }
 _CHECK = {
     "table": "has_table_privilege",
     "schema": "has_schema_privilege",
     "function": "has_function_privilege",
     "sequence": "has_sequence_privilege",
+    "database": "has_database_privilege",
 }
 
 
@@ -198,12 +200,12 @@ def permission_message(exc: psycopg.Error, dsn: str | None = None) -> str:
     if owned:
         return (
             f"Role {role} must own {kind} {qualified} for this ({primary}): run it as {owner}, "
-            f"or a superuser can let {role} act as the owner (GRANT {owner} TO {role})"
+            "the owner (members of pglogic_reader may search but not change pglogic)"
         )
     if not denied:
         return f"Role {role} lacks a privilege this needs ({primary}); a superuser can grant it"
     privileges = ", ".join(missing) or "a privilege"
-    on = f"{kind.upper()} {qualified}" if kind in ("schema", "function", "sequence") else qualified
+    on = f"{kind.upper()} {qualified}" if kind in _CHECK and kind != "table" else qualified
     return (
         f"Role {role} lacks {privileges} on {kind} {qualified} ({primary}); {owner} (the "
         f"owner) or a superuser can grant it: GRANT {privileges} ON {on} TO {role}. Members "
@@ -223,6 +225,7 @@ def _owner(conn: Connection, kind: str, qualified: str) -> str | None:
         "table": "SELECT relowner::regrole::text FROM pg_class WHERE oid = to_regclass(%s)",
         "sequence": "SELECT relowner::regrole::text FROM pg_class WHERE oid = to_regclass(%s)",
         "function": "SELECT proowner::regrole::text FROM pg_proc WHERE oid = to_regproc(%s)",
+        "database": "SELECT datdba::regrole::text FROM pg_database WHERE datname = %s",
     }.get(kind)
     if query is None:
         return None

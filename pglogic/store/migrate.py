@@ -140,6 +140,20 @@ class SchemaState:
     advice: str
 
 
+def compatible_with_previous(revision: str) -> bool:
+    """Whether ``revision`` is marked ``COMPATIBLE_WITH_PREVIOUS`` in its file: code at it works
+    against a database at its parent, and code at its parent against a database at it.
+
+    Example:
+        >>> compatible_with_previous("0018")
+        False
+    """
+    from alembic.script import ScriptDirectory
+
+    found = ScriptDirectory.from_config(_config()).get_revision(revision)
+    return bool(getattr(getattr(found, "module", None), "COMPATIBLE_WITH_PREVIOUS", False))
+
+
 def schema_state(dsn: str) -> SchemaState:
     """Compare the database's revision with this code's (the rolling-deploy window).
 
@@ -170,8 +184,7 @@ def schema_state(dsn: str) -> SchemaState:
         known = False
     if known:
         top = script.get_revision(newest)
-        window = bool(getattr(top.module, "COMPATIBLE_WITH_PREVIOUS", False))
-        usable = window and top.down_revision == cur
+        usable = top is not None and top.down_revision == cur and compatible_with_previous(newest)
         return SchemaState(
             cur, newest, usable, True,
             f"The database is at schema revision {cur}, this pglogic needs {newest}; "
@@ -217,7 +230,7 @@ def _run(dsn: str, action: str, revision: str, *, cascade: bool = False) -> None
         if isinstance(orig, errors.InsufficientPrivilege):
             from pglogic.store.db import permission_message
 
-            first = permission_message(orig, "migrate the pglogic schema")
+            first = permission_message(orig, dsn)
         first = first.removeprefix("pglogic: ")
         raise SchemaError(
             f"Migration {action} to {revision} failed (nothing applied): {first}"
@@ -351,6 +364,16 @@ def apply_grants(dsn: str) -> int:
     with connect(dsn, autocommit=True, vector=False) as conn:
         if conn.execute("SELECT to_regclass('pglogic.corpora')").fetchone() == (None,):
             raise SchemaError("The pglogic schema is not installed here; run 'pglogic db upgrade'")
+        who = conn.execute(
+            "SELECT current_user, nspowner::regrole::text, pg_has_role(nspowner, 'USAGE')"
+            " OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+            " FROM pg_namespace WHERE nspname = 'pglogic'"
+        ).fetchone()
+        if who is not None and not who[2]:  # GRANT by anyone else grants nothing, with a warning
+            raise PermissionDenied(
+                f"Role {who[0]} cannot grant on schema pglogic: run pglogic db grants as its "
+                f"owner ({who[1]}) or a superuser"
+            )
         try:
             conn.execute(script.encode())
         except errors.InsufficientPrivilege as exc:
