@@ -11,7 +11,14 @@ collides with an application's own Alembic history. Earlier pglogic kept it outs
 (``public``, or the first schema of the migrating role's ``search_path``): every run first moves
 such a table into the schema (:data:`ADOPT`).
 
-It also registers two operations for the revisions (which never import pglogic):
+It also registers operations for the revisions (which never import pglogic):
+
+- ``op.run_sql_file("NNNN_search.sql")``: apply a revision's frozen SQL (a delta of
+  ``sql/search.sql``, ``migrations/sqlfiles.py``); ``op.restore_sql_file(...)`` in its
+  downgrade applies what the revisions before it installed for the same statements. When
+  ``config.attributes["snapshot"]`` is set (``pglogic db sql`` from an empty database, which is
+  ``sql/install.sql``) the files are skipped and the head's ``sql/`` files follow the last
+  revision, so the script defines each function once;
 
 - ``op.keep_rows(table, fix)``: a downgrade that would drop ``table`` refuses while it holds
   rows, saying what they are and ``fix``, so a down/up round trip never loses the registry
@@ -23,8 +30,11 @@ It also registers two operations for the revisions (which never import pglogic):
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from alembic import context
@@ -118,6 +128,73 @@ _OUTSIDE = (Path(__file__).with_name("outside_dependents.sql")).read_text(encodi
 _OUTSIDE_QUERY = "\n".join(
     line for line in _OUTSIDE.splitlines() if not line.startswith("--")
 ).strip()
+
+
+def sqlfiles() -> ModuleType:
+    """``migrations/sqlfiles.py``, loaded by path (the migrations are not a package)."""
+    name = "pglogic_migrations_sqlfiles"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("sqlfiles.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+#: The head's sql/ files a snapshot install applies after the last revision, in first-use order.
+_SNAPSHOT: list[str] = []
+
+
+def _apply(operations: Operations, script: str) -> None:
+    if not script.strip():
+        return
+    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
+        context.static_output(script.strip())
+        return
+    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
+    operations.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+@Operations.register_operation("run_sql_file")
+class RunSqlFileOp(MigrateOperation):
+    """``op.run_sql_file("0017_search.sql")``: a revision's frozen SQL."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def run_sql_file(cls, operations: Operations, name: str) -> Any:
+        return operations.invoke(cls(name))
+
+
+@Operations.implementation_for(RunSqlFileOp)
+def _run_sql_file(operations: Operations, operation: RunSqlFileOp) -> None:
+    if config.attributes.get("snapshot"):
+        head = operation.name[5:]
+        if head not in _SNAPSHOT:
+            _SNAPSHOT.append(head)
+        return
+    path = Path(__file__).with_name("versions") / "sql" / operation.name
+    _apply(operations, path.read_text(encoding="utf-8"))
+
+
+@Operations.register_operation("restore_sql_file")
+class RestoreSqlFileOp(MigrateOperation):
+    """``op.restore_sql_file("0017_search.sql")``: undo that file (in the downgrade)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def restore_sql_file(cls, operations: Operations, name: str) -> Any:
+        return operations.invoke(cls(name))
+
+
+@Operations.implementation_for(RestoreSqlFileOp)
+def _restore_sql_file(operations: Operations, operation: RestoreSqlFileOp) -> None:
+    revision, name = operation.name[:4], operation.name[5:]
+    _apply(operations, sqlfiles().restore(name, revision))
 
 
 @Operations.register_operation("keep_rows")
@@ -220,6 +297,8 @@ def run_migrations_offline() -> None:
         if isinstance(start, str) and start != "base":
             context.static_output(CHECK_START.format(table=QUALIFIED, start=start).strip())
         context.run_migrations()
+        for name in _SNAPSHOT:  # the head's functions, once (a snapshot install)
+            context.static_output((sqlfiles().HEAD_SQL / name).read_text(encoding="utf-8").strip())
         context.static_output(SETTLE.strip())
 
 

@@ -1,88 +1,39 @@
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0017).
+-- pglogic.search(corpus, query): logical semantic search from plain SQL, and
+-- pglogic.search_plan(corpus, query), which shows the plan and statement without running it.
 --
 --   SELECT * FROM pglogic.search('news', '{
 --     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
 --                                    {"op": "not", "arg": {"term": "natural gas"}}]},
---     "operators": "product-max", "truth": "clamp", "k": 10}');
+--     "k": 10}');
 --
--- The tree has the nodes {"term": TEXT, "vector": [...] | "[...]"} (or just "TEXT"),
--- {"op": "and" | "or", "args": [two or more nodes]} and {"op": "not", "arg": NODE}. A term without
--- a vector is looked up in pglogic.term_cache for the corpus's model. Options next to "tree":
--- operators (a preset such as "product-max" (the default since migration 0003), "itlr", a spec
--- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth
--- ("clamp" (the default), "affine", "sigmoid:TAU:LAMBDA" or, since migration 0004, "calibrated":
--- the sigmoid stored in pglogic.calibration for the corpus, else for its model), k (10), exact
--- (false), depth and ef_search (null: the defaults of pglogic.engine.plans), iterative_scan
--- (true) and, since migration 0005, guide (true: computed here; false: no guide scan; or the
--- guide vector itself), term_scans (null, true, false) and filters (a list of {"contains":
--- {...}} and {"key": KEY, "op": OP, "value": VALUE}). Since migration 0006 the default operators
--- are "product-max-strong" (NOT (1 - x)^1.25; any NOT may be "complement^G"), and "and_text"
--- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
--- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
--- render.search_json) or pglogic.term_cache.
--- Since migration 0007 a node may be a lexical term {"match": "wheat"} (a word or a phrase, its
--- words in this order: pglogic.query.Match), searched in the corpus's lexical index (the
--- generated tsvector column "tsv", GIN-indexed, in the text search configuration
--- pglogic.lexical_indexes) with phraseto_tsquery; option "lexical" chooses its truth value,
--- "crisp" (the default: 1 when the document's words match, else 0) or "rank" (ts_rank_cd(tsv, q,
--- 32) = r / (r + 1), 0 without a match), used as it is by every operator family (no truth map).
--- Positive lexical terms scan the GIN index for candidates (ranked, depth rows each), negated
--- ones never do; the guide vector and the AND texts are computed from the formula without its
--- lexical terms (pglogic._semantic_part). Option "mode" is "fuzzy" (the only mode here).
--- Since migration 0010 a corpus with passages (a row in pglogic.passage_layouts, its passage table
--- pglogic.<table_name>_passages: doc_id, embedding) is searched through them, as
--- pglogic.engine.compile._passage_statement does: each HNSW scan (a term's, the guide's) finds
--- the documents of its nearest passages (joining the documents only to filter them), a lexical
--- scan the documents' ids, their union "cand", then each text's similarity for a document is
--- the best over its passages (max, GROUP BY the document); the lexical truths are the
--- document's own. Exact mode: every (filtered) document's passages. Option "passages": false
--- searches the documents' own vectors instead (the statement of a corpus without passages).
--- Since migration 0011, option "passage_score": "blend" gives each text that is not a
--- negated-only term the mean of its best passage's similarity and the document's own vector's
--- ("max": the best passage's for every text). Since migration 0012, "blend-not", the default,
--- blends so in a formula with a negated-only term and takes the best passage in one without;
--- an AND's own text under NOTs only is negated too (it keeps its best passage). Since migration
--- 0013, "blend-not-or", the default, is "blend-not" and, in a formula with neither a
--- negated-only term nor an AND phrase (pglogic._and_texts: a disjunction, or one term), gives
--- every text 0.9 of its best passage's similarity and 0.1 of the document's own vector's.
--- Since migration 0014, option "not_context" (0.5, the default; 0 to 1; pglogic.engine.negation)
--- scores each negated-only term that is an argument {"op": "not", "arg": TERM} of an AND with
--- positive term arguments against its vector without that much of their span
--- (pglogic._not_contexts, pglogic._projected): normalise(b - not_context * P b); the guide
--- vector is computed from the vectors so scored.
--- Since migration 0015, option "not_mention" (0.4, the default; 0 to 1; pglogic.engine.compile.
--- _floored) makes each negated-only term's similarity at least that much for a document whose
--- words match the term as a phrase (its lexical index, as match: does; the term's text is the
--- scored texts' $9[i]), on a corpus with a lexical index; 0 scores the similarity alone: its
--- column s{i} is GREATEST(the similarity, CASE WHEN the words match THEN not_mention END).
--- Since migration 0016, over passages, that floor and the lexical truths are computed after the
--- GROUP BY, from the document's row joined again (as the blends' own vectors are), so that the
--- grouping reads the documents' ids alone (and, with a filter, what it tests); pglogic.search
--- binds $7 as a regconfig. The same scores, about a fifth of the floor's cost
--- (bench/results/not_mention_latency.md).
--- Since migration 0017 bad input is refused with SQLSTATE 22023 where it slipped through: a
--- "depth" outside 1..100000 (0 returned no rows), a query node with keys its schema does not
--- have, a vector pgvector cannot read (pglogic._vector names its term), a complement^G exponent
--- past a double's range.
--- A bare tree (an object with "op", "term" or "match") is accepted too and uses the default
--- options.
+-- The query: a tree of {"term": TEXT, "vector": [...] | "[...]"} (or just "TEXT"; a term without
+-- a vector is looked up in pglogic.term_cache for the corpus's model), {"match": "words"} (a
+-- lexical term, searched in the corpus's lexical index), {"op": "and" | "or", "args": [two or
+-- more nodes]} and {"op": "not", "arg": NODE}; beside "tree", the options of docs/sql-api.md
+-- (its JSON Schema is the reference): operators, truth, k, exact, depth, ef_search,
+-- iterative_scan, guide, term_scans, filters, and_text, vectors, lexical, passages,
+-- passage_score, not_context, not_mention, mode. A bare tree uses the default options. Bad input
+-- is refused with SQLSTATE 22023 and a message naming what was wrong.
 --
--- Since migration 0005 the function plans like the Python search (pglogic.store.search.search,
--- fuzzy mode) and builds the statement of pglogic.engine.compile.compile_query text for text,
--- its placeholders numbered (pglogic._plan): the filter estimate and the exact plan where it is
--- cheaper, the k-NN scan of a single term, one MATERIALIZED HNSW CTE per distinct term of
--- positive polarity plus the scan along the guide vector (pglogic._guide_vector, the ascent of
--- pglogic.engine.guide in double precision), the guide's scan alone (guide_suffices) or each
--- term's top k (union_suffices), the same depths and hnsw settings, and the exact plan again
--- when a filtered plan (or, since 0007, a plan with lexical scans, since 0010 one over passages)
--- returns fewer than k rows.
--- With the same term vectors and guide vector (render.search_json passes the one Python
--- computes) it returns the same rows with the same scores. Values are bound as parameters ($1
--- term vectors, $2 guide vector, $3 depth, $4 gdepth, $5 k, $6 filter parameters, $7 the text
--- search configuration, $8 the lexical terms); identifiers are always quoted (pglogic._qi);
--- operator names are checked against fixed lists before they choose an SQL fragment.
--- pglogic.search_plan(corpus, query) shows the plan and statement without running it. Not here: the nsfl and sqo modes,
--- the statement cache and timeouts (set statement_timeout in the transaction).
+-- The functions mirror the Python search (pglogic.store.search.search, fuzzy mode):
+-- pglogic._plan plans as pglogic.engine.plans does (the filter estimate and the exact plan where
+-- it is cheaper, a k-NN scan for a single term, one MATERIALIZED HNSW CTE per distinct positive
+-- term plus the scan along the guide vector, pglogic._guide_vector, or the guide's scan alone,
+-- or each term's top k; the same depths and hnsw settings; the exact plan again when a filtered,
+-- lexical or passage plan returns fewer than k rows) and builds the statement of
+-- pglogic.engine.compile.compile_query text for text; pglogic._score_sql writes the fuzzy-logic
+-- score (pglogic.engine.operators), pglogic._and_texts each AND's own phrase
+-- (pglogic.engine.conjunction), pglogic._not_contexts and pglogic._projected a negated term's
+-- vector without its context (pglogic.engine.negation). Over passages (a row in
+-- pglogic.passage_layouts) each text's similarity is the best over a document's passages,
+-- blended with the document's own vector as "passage_score" says. With the same term and guide
+-- vectors it returns the same rows with the same scores as Python (tests/test_sql_functions.py).
+--
+-- Values are bound as parameters ($1 term vectors, $2 guide vector, $3 depth, $4 gdepth, $5 k,
+-- $6 filter parameters, $7 the text search configuration, $8 the lexical terms); identifiers are
+-- always quoted (pglogic._qi); operator names are checked against fixed lists before they choose
+-- an SQL fragment. Not here: the nsfl and sqo modes, the statement cache and timeouts (set
+-- statement_timeout in the transaction). Which revision changed what: migrations/versions/.
 
 -- The vector type must be visible while the functions are created (plpgsql resolves declared
 -- types then): append the extension's schema to this transaction's search_path if needed.

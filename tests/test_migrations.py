@@ -1,16 +1,19 @@
 """Migrations up and down on a real Postgres; the frozen SQL of each revision.
 
-Each revision applies its own copy of the SQL (``migrations/versions/sql/<rev>_<file>.sql``),
-never the current ``sql/``: the copies never change (their SHA-256 are pinned here), and the
-newest copy of each file of ``sql/`` is that file byte for byte, so a change to ``sql/`` needs a
-new revision (migrations/README.md).
+Each revision applies its own frozen SQL (``migrations/versions/sql/<rev>_<file>.sql``: the
+statements of ``sql/<file>`` it changed, ``migrations/sqlfiles.py``), never the current ``sql/``:
+the frozen files never change (their SHA-256 are pinned here), and the chain of them reproduces
+``sql/``, so a change to ``sql/`` needs a new revision (migrations/README.md).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,22 +28,22 @@ FROZEN = VERSIONS / "sql"
 #: changes (a database at that revision has exactly that text).
 FROZEN_SHA256 = {
     "0002_operators.sql": "02954ed7e300bc6c5935ffa6eb89a3cb3b5b80599118a3b891e69fb4d9d4476c",
-    "0002_search.sql": "7bcc44b9fd3488d52cb11f1e46073e8a13bb3e4aca914a1fe6b9edf87cc1b361",
     "0002_reader.sql": "e2040a525b7d5f84bd6c551b21d9da98dfd09322f448c3c5aec756d442562468",
-    "0003_search.sql": "521794b33e8612878a127484cde58bb625c0bb9325d341c9625da294fa131a10",
-    "0004_search.sql": "379e70586a165ab891d0753484f769461039a836063a8d6eeaf40c9234c535a3",
-    "0005_search.sql": "5e3d5e12d728a17fb7ce52d14e571df4cc8c6ed028a8d44242f25dbdaa395d4e",
-    "0006_search.sql": "779ece3bdf15b450ba0615cb0b2eabee272b2ffe930dae097436006c4660c9b6",
-    "0007_search.sql": "2d9931b6efecb9b2d68e2e6b463978f68f26f9b7512db7301aee11c61c7f6641",
-    "0008_search.sql": "dc263e82305b333e8ac24f4892f22a891bc4de6947fcfff58b880f90ca563ab8",
-    "0010_search.sql": "323453217d1755851cd54dba952d5802e8b1608476697fb414c3480be933361b",
-    "0011_search.sql": "6df9fe9b6d13841a304ff472d47a220730b50dfa7ace671d20a3478b4ec8347c",
-    "0012_search.sql": "6f3c59ce827d5320ba2e8c364fa242e1f0a0033443ebaeaa0e537062a7b20a00",
-    "0013_search.sql": "03b0b59ecefa3a35808d80e5f44ba434df60db23eb61c0873285f467ed404f09",
-    "0014_search.sql": "add7c7f527136b73fe3c8cd8b1376eb93f7859bb1a2cb1953e64134564eb2f7e",
-    "0015_search.sql": "6c381177d3230c6f9fba85fda21663cc1c26a40f63e7b027bd542cb62e24d4cb",
-    "0016_search.sql": "1cb51a121358cfef1e41f5151cd487dc3531815e7e0923fa776861f805cd23f9",
-    "0017_search.sql": "6e63f1bbe708b7dc6f5eaefc2341d5f8aafc03273a2c2d0be4ebd05fbbc56e33",
+    "0002_search.sql": "7bcc44b9fd3488d52cb11f1e46073e8a13bb3e4aca914a1fe6b9edf87cc1b361",
+    "0003_search.sql": "7e4a0a91f53838eac6b5be9a4b96ebdf8c57e1ad0963d9b407d63ab1d4771092",
+    "0004_search.sql": "3344ff62fbc8b1a0f8e72b61ddc249b009dca1176411a3ae1b93dc77cd08f0c5",
+    "0005_search.sql": "243d9755395bad323a53cd8ea9781eaec09fc15cdebf8d731eb8e57d766cb951",
+    "0006_search.sql": "ca275ca094ee8a775f99a864192006917138bbfb515ddf8956416aebcfde34db",
+    "0007_search.sql": "aa44ef110b93a4da93b6fb34fc119e2f3dc325e3fff317a73e16f3bc7af62918",
+    "0008_search.sql": "f207207cd42abe82f3bd422437fbd7a66f18e1216bb21b77f272cb8a20a4de43",
+    "0010_search.sql": "fa654cfe8e587d3fad14982876642fcf66808ed261301bdb815fd17c7f22fdf1",
+    "0011_search.sql": "36fe4e126e19c94d57408c9eefe3062b393a8d80a7f661c4c291e785932f665b",
+    "0012_search.sql": "fea0acf3352ea989086ee5fd5a2b9d1c72088e4c70cb75243857559ee3c93906",
+    "0013_search.sql": "67d13c67c6e8021291119cb45b04622117661d414c921ea8c5650560927f9e08",
+    "0014_search.sql": "d3dc621b2572b693610f2208c4e4ab471a7eb0c8ab59a0005599db6fe07c2302",
+    "0015_search.sql": "379950d47b44d94dbe8d3f9b5df4ce93f4090036aeb26f806bbc9a39c7430a58",
+    "0016_search.sql": "86df2e06a2d8a295c321e2889a43bf51df871346f9fdf9ed16ac354bae8ef2ec",
+    "0017_search.sql": "7278eaeb096f2d5a13f61cafaa2e63dc6b87c2bae4bba4d76a4054c85b971f48",
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
 }
 
@@ -64,23 +67,56 @@ def test_frozen_sql_never_changes() -> None:
     )
 
 
-def test_the_newest_frozen_copy_of_each_sql_file_is_sql() -> None:
-    """``sql/`` is what the head installs: a change to it needs a new revision with a copy."""
-    newest: dict[str, Path] = {}
+def _sqlfiles() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "sqlfiles_under_test", resource_dir("migrations") / "sqlfiles.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sqlfiles_under_test"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_chain_of_deltas_reproduces_sql() -> None:
+    """``sql/`` is what the head installs: each file's deltas, applied in order, give every
+    statement of it, and it holds no change that no revision froze (that needs a new revision:
+    ``python migrations/sqlfiles.py NNNN search.sql``)."""
+    sf = _sqlfiles()
     revisions = _revision_files()
+    names = set()
     for path in sorted(FROZEN.glob("*.sql")):
         match = _FROZEN_NAME.match(path.name)
         assert match, f"{path.name}: frozen files are named <revision>_<file of sql/>"
         rev, name = match.groups()
         assert rev in revisions, f"{path.name}: no revision {rev}"
-        newest[name] = path  # sorted by name: the later revision wins
+        names.add(name)
     sources = {p.name for p in resource_dir("sql").glob("*.sql")} - {"install.sql"}
-    assert set(newest) == sources, "every file of sql/ (but install.sql) has frozen copies"
-    for name, path in newest.items():
-        assert path.read_bytes() == (resource_dir("sql") / name).read_bytes(), (
-            f"sql/{name} differs from its newest frozen copy, {path.name}: add a revision "
-            "that installs it (migrations/README.md)"
+    assert names == sources, "every file of sql/ (but install.sql) has frozen statements"
+    after_head = f"{int(max(revisions)) + 1:04d}"
+    for name in sorted(names):
+        head = sf.parse((resource_dir("sql") / name).read_text(encoding="utf-8"))
+        chain = sf.resolved(name)
+        assert {s.key: s.text for s in head} == {k: s.text for k, s in chain.items()}, (
+            f"the deltas of {name} do not reproduce sql/{name}"
         )
+        assert sf.delta(name, after_head) == "", f"sql/{name} changed: add a revision"
+
+
+def test_a_delta_holds_only_what_changed() -> None:
+    """Each delta of search.sql is smaller than the file, and its downgrade text restores
+    exactly the statements it changed that existed before."""
+    sf = _sqlfiles()
+    full = len((resource_dir("sql") / "search.sql").read_text(encoding="utf-8"))
+    for path in sorted(FROZEN.glob("0*_search.sql"))[1:]:
+        rev = path.name[:4]
+        keys = [s.key for s in sf.parse(path.read_text(encoding="utf-8"))]
+        before = sf.resolved("search.sql", f"{int(rev) - 1:04d}")
+        restored = {s.key for s in sf.parse(sf.restore("search.sql", rev))}
+        changed = {k for k in keys if not k.startswith("do ")}
+        assert changed - {k for k in restored if not k.startswith("do ")} <= set(keys) - set(before)
+        assert {k for k in restored if not k.startswith("do ")} <= set(before)
+        assert path.stat().st_size < full, path.name
 
 
 def test_revisions_read_only_their_frozen_sql() -> None:

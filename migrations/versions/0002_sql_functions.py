@@ -21,8 +21,6 @@ Create Date: 2026-11-29
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0002"
@@ -78,10 +76,6 @@ $do$;
 """
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -93,7 +87,7 @@ def _run(script: str) -> None:
 
 def upgrade() -> None:
     for name in SQL_FILES:
-        _run(_frozen(name))
+        op.run_sql_file(name)
 
 
 def downgrade() -> None:

@@ -1,10 +1,10 @@
 """The default operator family of ``pglogic.search()`` becomes ``product-max``.
 
-Applies ``versions/sql/0003_search.sql``, the frozen text of ``sql/search.sql`` at this revision:
+Applies ``versions/sql/0003_search.sql``, the statements of ``sql/search.sql`` this revision changed:
 it differs from 0002's only in ``pglogic._resolve_operators`` (and comments), so no operators (or
 a partial spec such as ``not=reciprocal``) now means and=product, or=max, not=complement, like
 ``pglogic.engine.operators.DEFAULT_FAMILY``; the preset ``itlr`` keeps its meaning. Downgrading
-applies 0002's ``0002_search.sql`` again.
+restores 0002's text of those statements.
 
 Revision ID: 0003
 Revises: 0002
@@ -13,18 +13,12 @@ Create Date: 2026-11-22
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -36,8 +30,8 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0003_search.sql"))
+    op.run_sql_file("0003_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0002_search.sql"))
+    op.restore_sql_file("0003_search.sql")

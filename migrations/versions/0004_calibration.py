@@ -6,11 +6,10 @@ Creates the table ``pglogic.calibration``: the fitted parameters of ITLR's truth
 ``pglogic calibrate ... --save`` (:mod:`pglogic.store.calibration_store`). Readers
 (``pglogic_reader``) may SELECT it.
 
-Then applies ``versions/sql/0004_search.sql``, the frozen text of ``sql/search.sql`` at this
-revision (every statement in it is idempotent), so that ``pglogic.search()`` accepts
+Then applies ``versions/sql/0004_search.sql``, the statements of ``sql/search.sql`` this revision changed (each idempotent), so that ``pglogic.search()`` accepts
 ``"truth": "sigmoid:TAU:LAMBDA"`` and ``"truth": "calibrated"`` (new helper
 ``pglogic._float_text``; new bodies of ``_resolve_truth``, ``_score_sql``, ``_plan``).
-Downgrading applies 0003's ``0003_search.sql`` again and drops the helper and the table.
+Downgrading restores 0003's text of those statements and drops the helper and the table.
 
 Revision ID: 0004
 Revises: 0003
@@ -18,8 +17,6 @@ Create Date: 2026-12-06
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import context, op
 
@@ -57,10 +54,6 @@ $do$;
 """
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -71,7 +64,7 @@ def _run(script: str) -> None:
 
 def upgrade() -> None:
     _run(CREATE_TABLE)
-    _run(_frozen("0004_search.sql"))
+    op.run_sql_file("0004_search.sql")
 
 
 def downgrade() -> None:
@@ -79,6 +72,6 @@ def downgrade() -> None:
         "pglogic.calibration",
         "stored calibrations (pglogic calibration list); delete them first to downgrade further",
     )
-    _run(_frozen("0003_search.sql"))
+    op.restore_sql_file("0004_search.sql")
     _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
     _run("DROP TABLE IF EXISTS pglogic.calibration;")

@@ -1,7 +1,7 @@
 """``pglogic.search()`` plans like the Python search: guide scan, guide-only and union plans, filters.
 
-Applies ``versions/sql/0005_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). ``pglogic._plan`` now decides as
+Applies ``versions/sql/0005_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). ``pglogic._plan`` now decides as
 ``pglogic.store.search.search`` and ``pglogic.engine.compile.compile_query`` decide (fuzzy mode):
 the k-NN scan of one term, a scan per positive term plus the scan along the guide vector, the
 guide's scan alone or each term's top k, their depths and hnsw settings, metadata filters
@@ -13,8 +13,8 @@ for text, its placeholders numbered. New helpers: ``_qi``, ``_json_number_text``
 ``_gram_times``, ``_guide_vector``; new bodies of ``_score_sql``, ``search``. ``_plan`` returns
 other columns, so it (and ``search_plan``, whose SQL body depends on it) is dropped first.
 
-Downgrading drops the new ``_plan`` and ``search_plan``, applies 0004's ``0004_search.sql``
-again and drops the helpers.
+Downgrading drops the new ``_plan`` and ``search_plan``, restores 0004's text of those
+statements and drops the helpers.
 
 Revision ID: 0005
 Revises: 0004
@@ -22,8 +22,6 @@ Create Date: 2026-11-24
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import context, op
 
@@ -56,10 +54,6 @@ HELPERS = (
 )
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -70,10 +64,10 @@ def _run(script: str) -> None:
 
 def upgrade() -> None:
     _run(DROP_PLAN)
-    _run(_frozen("0005_search.sql"))
+    op.run_sql_file("0005_search.sql")
 
 
 def downgrade() -> None:
     _run(DROP_PLAN)
-    _run(_frozen("0004_search.sql"))
+    op.restore_sql_file("0005_search.sql")
     _run("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))

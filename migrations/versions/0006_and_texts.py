@@ -1,7 +1,7 @@
 """``pglogic.search()`` scores like the new default: NOT ``(1 - x)^1.25`` and each AND's own text.
 
-Applies ``versions/sql/0006_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent): the default operators become ``product-max-strong``
+Applies ``versions/sql/0006_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent): the default operators become ``product-max-strong``
 (product, max, ``complement^1.25``; ``product-max`` keeps its meaning) and any NOT may be
 ``complement^G``; the option ``"and_text"`` (default 4) scores the phrase of each AND's positive
 operands too, its vector from the query's ``"vectors"`` or ``pglogic.term_cache``, like
@@ -9,8 +9,8 @@ operands too, its vector from the query's ``"vectors"`` or ``pglogic.term_cache`
 ``_and_texts``, ``_truth_sql``; ``_score_sql`` takes the weight as a fifth argument (the
 four-argument function is dropped).
 
-Downgrading drops the new ``_score_sql`` and the helpers and applies 0005's
-``0005_search.sql`` again (which creates the four-argument ``_score_sql``).
+Downgrading drops the new ``_score_sql`` and the helpers and restores 0005's text of the
+statements it changed (the four-argument ``_score_sql`` among them).
 
 Revision ID: 0006
 Revises: 0005
@@ -18,8 +18,6 @@ Create Date: 2026-11-24
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import context, op
 
@@ -39,10 +37,6 @@ HELPERS = (
 )
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -52,9 +46,9 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0006_search.sql"))
+    op.run_sql_file("0006_search.sql")
 
 
 def downgrade() -> None:
     _run("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))
-    _run(_frozen("0005_search.sql"))
+    op.restore_sql_file("0006_search.sql")

@@ -7,8 +7,7 @@ lexical index. The column and its index are made by ``pglogic corpus lexical NAM
 get them at creation). A table rather than a column of ``pglogic.corpora``: downgrading drops it
 and upgrading makes it again with the catalog as it was.
 
-Then applies ``versions/sql/0007_search.sql``, the frozen text of ``sql/search.sql`` at this
-revision (every statement in it is idempotent): the query tree takes lexical terms
+Then applies ``versions/sql/0007_search.sql``, the statements of ``sql/search.sql`` this revision changed (each idempotent): the query tree takes lexical terms
 (``{"match": "wheat"}``) and the options ``"lexical"`` (``crisp``, the default, or ``rank``) and
 ``"mode"`` (``fuzzy`` only), like ``pglogic.engine.compile``; ``pglogic.search`` returns one more
 column, ``lexical`` (each lexical term's truth value). New helper: ``_semantic_part``.
@@ -16,7 +15,7 @@ column, ``lexical`` (each lexical term's truth value). New helper: ``_semantic_p
 dropped); ``_plan`` (and ``search_plan``, whose SQL body depends on it) and ``search`` return
 other columns, so they are dropped first.
 
-Downgrading drops the new functions, applies 0006's ``0006_search.sql`` again (which creates
+Downgrading drops the new functions, restores 0006's text of those statements (which creates
 the old ones) and drops the table (the corpora keep their ``tsv`` columns, which nothing reads
 then).
 
@@ -26,8 +25,6 @@ Create Date: 2026-11-26
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import context, op
 
@@ -57,10 +54,6 @@ DROP FUNCTION IF EXISTS pglogic._semantic_part(jsonb);
 """
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -76,7 +69,7 @@ def upgrade() -> None:
         " config text NOT NULL)"
     )
     _run(DROP_OLD)
-    _run(_frozen("0007_search.sql"))
+    op.run_sql_file("0007_search.sql")
 
 
 def downgrade() -> None:
@@ -85,5 +78,5 @@ def downgrade() -> None:
         "corpora with a lexical index; drop each first (pglogic corpus lexical NAME --drop)",
     )
     _run(DROP_NEW)
-    _run(_frozen("0006_search.sql"))
+    op.restore_sql_file("0007_search.sql")
     op.execute("DROP TABLE IF EXISTS pglogic.lexical_indexes")

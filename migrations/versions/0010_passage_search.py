@@ -1,7 +1,7 @@
 """``pglogic.search()`` searches a corpus's passages, as the Python search does.
 
-Applies ``versions/sql/0010_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). A corpus with a row in ``pglogic.passage_layouts``
+Applies ``versions/sql/0010_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). A corpus with a row in ``pglogic.passage_layouts``
 (revision 0009) is searched through its passage table ``pglogic.<table_name>_passages`` by
 default, with the statement of ``pglogic.engine.compile`` (``_passage_statement``), text for
 text: HNSW scans of the passages for the candidate documents (joined to the documents only
@@ -12,7 +12,7 @@ documents. The option ``"passages": false`` searches the documents' own vectors,
 ``_plan`` returns one more column, ``passage_table`` (so it and ``search_plan``, whose SQL body
 depends on it, are dropped first); ``search_plan`` shows it as ``"passages"``.
 
-Downgrading drops ``_plan`` and ``search_plan`` and applies 0008's ``0008_search.sql`` again
+Downgrading drops ``_plan`` and ``search_plan`` and restores 0008's text of those statements
 (which creates them as they were).
 
 Revision ID: 0010
@@ -21,8 +21,6 @@ Create Date: 2026-11-26
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import context, op
 
@@ -42,10 +40,6 @@ DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
 DROP_NEW = DROP_OLD
 
 
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
-
-
 def _run(script: str) -> None:
     if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
         context.static_output(script.strip())
@@ -56,9 +50,9 @@ def _run(script: str) -> None:
 
 def upgrade() -> None:
     _run(DROP_OLD)
-    _run(_frozen("0010_search.sql"))
+    op.run_sql_file("0010_search.sql")
 
 
 def downgrade() -> None:
     _run(DROP_NEW)
-    _run(_frozen("0008_search.sql"))
+    op.restore_sql_file("0010_search.sql")

@@ -1,7 +1,7 @@
 """``pglogic.search()`` takes ``"passage_score": "blend-not"``, its new default, as the Python search.
 
-Applies ``versions/sql/0012_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The changes:
+Applies ``versions/sql/0012_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). The changes:
 
 - the option ``"passage_score"`` takes ``"blend-not"``, now the default when the option is
   absent or null (``"max"`` and ``"blend"`` as before; anything else is refused with the Python
@@ -18,7 +18,7 @@ Applies ``versions/sql/0012_search.sql``, the frozen text of ``sql/search.sql`` 
 Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
 changes its arguments or result type.
 
-Downgrading applies 0011's ``0011_search.sql`` again (the default is then ``"max"``) and drops
+Downgrading restores 0011's text of those statements (the default is then ``"max"``) and drops
 ``pglogic._and_text_polarity``.
 
 Revision ID: 0012
@@ -28,18 +28,12 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -51,9 +45,9 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0012_search.sql"))
+    op.run_sql_file("0012_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0011_search.sql"))
+    op.restore_sql_file("0012_search.sql")
     _run("DROP FUNCTION IF EXISTS pglogic._and_text_polarity(jsonb, boolean, jsonb);")

@@ -1,8 +1,8 @@
 """``pglogic.search()`` takes ``"passage_score": "blend-not-or"``, its new default, as the
 Python search.
 
-Applies ``versions/sql/0013_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The change, from ``bench/results/family_losses.md`` (the
+Applies ``versions/sql/0013_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). The change, from ``bench/results/family_losses.md`` (the
 own vector in disjunctions is what both folds that see every family chose; its weight is the
 Stack Exchange fold's):
 
@@ -17,7 +17,7 @@ Stack Exchange fold's):
 Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
 changes its arguments or result type; no function is added.
 
-Downgrading applies 0012's ``0012_search.sql`` again (the default is then ``"blend-not"``;
+Downgrading restores 0012's text of those statements (the default is then ``"blend-not"``;
 ``"blend-not-or"`` is refused).
 
 Revision ID: 0013
@@ -27,18 +27,12 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -50,8 +44,8 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0013_search.sql"))
+    op.run_sql_file("0013_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0012_search.sql"))
+    op.restore_sql_file("0013_search.sql")

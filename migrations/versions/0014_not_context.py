@@ -1,8 +1,8 @@
 """``pglogic.search()`` scores a term negated inside an AND against its context, as the Python
 search does (``"not_context"``, default 0.5).
 
-Applies ``versions/sql/0014_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The change, from ``bench/results/not_projection.md``:
+Applies ``versions/sql/0014_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). The change, from ``bench/results/not_projection.md``:
 
 - the option ``"not_context"`` (a number from 0 to 1, default 0.5; anything else is refused with
   the Python error's text): each negated-only term that is an argument ``{"op": "not", "arg":
@@ -14,7 +14,7 @@ Applies ``versions/sql/0014_search.sql``, the frozen text of ``sql/search.sql`` 
   Gram–Schmidt in double precision as NumPy's). No function changes its arguments or result
   type.
 
-Downgrading applies 0013's ``0013_search.sql`` again (the option is then refused as unknown)
+Downgrading restores 0013's text of those statements (the option is then refused as unknown)
 and drops the two functions.
 
 Revision ID: 0014
@@ -24,18 +24,12 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0014"
 down_revision = "0013"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -47,11 +41,11 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0014_search.sql"))
+    op.run_sql_file("0014_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0013_search.sql"))
+    op.restore_sql_file("0014_search.sql")
     _run(
         "DROP FUNCTION IF EXISTS pglogic._projected(vector, vector[], double precision);\n"
         "DROP FUNCTION IF EXISTS pglogic._not_contexts(jsonb, jsonb);"

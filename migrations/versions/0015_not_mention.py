@@ -1,8 +1,8 @@
 """``pglogic.search()`` makes a negated term's similarity at least 0.4 for a document that
 mentions it, as the Python search does (``"not_mention"``, default 0.4).
 
-Applies ``versions/sql/0015_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The change, from ``bench/results/not_mention.md``:
+Applies ``versions/sql/0015_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). The change, from ``bench/results/not_mention.md``:
 
 - the option ``"not_mention"`` (a number from 0 to 1, default 0.4; anything else is refused with
   the Python error's text): on a corpus with a lexical index, each negated-only term's
@@ -14,7 +14,7 @@ Applies ``versions/sql/0015_search.sql``, the frozen text of ``sql/search.sql`` 
   lexical index.
 - Only ``pglogic._plan`` changes; no function changes its arguments or result type.
 
-Downgrading applies 0014's ``0014_search.sql`` again (the option is then refused as unknown).
+Downgrading restores 0014's text of those statements (the option is then refused as unknown).
 
 Revision ID: 0015
 Revises: 0014
@@ -23,18 +23,12 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -46,8 +40,8 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0015_search.sql"))
+    op.run_sql_file("0015_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0014_search.sql"))
+    op.restore_sql_file("0015_search.sql")

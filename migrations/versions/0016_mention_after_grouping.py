@@ -2,8 +2,8 @@
 Python search does, and binds the text search configuration as a ``regconfig``: the same scores,
 less work.
 
-Applies ``versions/sql/0016_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). The change, from ``bench/results/not_mention_latency.md``:
+Applies ``versions/sql/0016_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). The change, from ``bench/results/not_mention_latency.md``:
 
 - over passages, the floor of ``"not_mention"`` (0015) and the lexical truths (0007) are
   computed after the ``GROUP BY`` the document, from the document's row joined again (as the
@@ -18,7 +18,7 @@ Applies ``versions/sql/0016_search.sql``, the frozen text of ``sql/search.sql`` 
 - ``pglogic._plan``, ``pglogic.search`` and ``pglogic.search_plan`` change; no function changes
   its arguments or result type.
 
-Downgrading applies 0015's ``0015_search.sql`` again.
+Downgrading restores 0015's text of those statements.
 
 Revision ID: 0016
 Revises: 0015
@@ -27,18 +27,12 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -50,8 +44,8 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0016_search.sql"))
+    op.run_sql_file("0016_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0015_search.sql"))
+    op.restore_sql_file("0016_search.sql")

@@ -13,12 +13,12 @@ that says what was wrong, as the Python search does:
 - a ``complement^G`` exponent past a double's range (``complement^1e400``) is out of range like
   any other, not a failed cast.
 
-Applies ``versions/sql/0017_search.sql``, the frozen text of ``sql/search.sql`` at this revision
-(every statement in it is idempotent). ``pglogic._vector`` is new; ``pglogic._check_operator``,
+Applies ``versions/sql/0017_search.sql``, the statements of ``sql/search.sql`` this revision changed
+(each idempotent). ``pglogic._vector`` is new; ``pglogic._check_operator``,
 ``pglogic._collect_terms`` and ``pglogic._plan`` change, with no change to a function's
 arguments or result type; every valid input gives the same rows.
 
-Downgrading applies 0016's ``0016_search.sql`` again and drops ``pglogic._vector``.
+Downgrading restores 0016's text of those statements and drops ``pglogic._vector``.
 
 Revision ID: 0017
 Revises: 0016
@@ -27,18 +27,12 @@ Create Date: 2026-11-28
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -50,9 +44,9 @@ def _run(script: str) -> None:
 
 
 def upgrade() -> None:
-    _run(_frozen("0017_search.sql"))
+    op.run_sql_file("0017_search.sql")
 
 
 def downgrade() -> None:
-    _run(_frozen("0016_search.sql"))
+    op.restore_sql_file("0017_search.sql")
     _run("DROP FUNCTION IF EXISTS pglogic._vector(jsonb, text);")

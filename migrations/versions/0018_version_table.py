@@ -23,8 +23,6 @@ Create Date: 2026-11-28
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import context, op
 
 revision = "0018"
@@ -34,10 +32,6 @@ depends_on = None
 
 #: Code one revision older works with a database at this revision, and the reverse.
 COMPATIBLE_WITH_PREVIOUS = False
-
-
-def _frozen(name: str) -> str:
-    return (Path(__file__).with_name("sql") / name).read_text(encoding="utf-8")
 
 
 def _run(script: str) -> None:
@@ -56,7 +50,7 @@ def upgrade() -> None:
         ");\n"
         f"INSERT INTO pglogic.schema_compat VALUES ('{revision}', '{oldest}');"
     )
-    _run(_frozen("0018_reader.sql"))
+    op.run_sql_file("0018_reader.sql")
 
 
 def downgrade() -> None:
