@@ -1,4 +1,4 @@
--- pglogic's schema at revision 0018, for psql alone: what `pglogic db upgrade` runs on an
+-- pglogic's schema at revision 0019, for psql alone: what `pglogic db upgrade` runs on an
 -- empty database.
 --
 --     psql "$DSN" -v ON_ERROR_STOP=1 -f sql/install.sql
@@ -16,7 +16,7 @@
 --
 -- Like `pglogic db upgrade`, the script records its revision in the table
 -- pglogic.pglogic_alembic_version, so a later `pglogic db upgrade` applies only newer revisions (for
--- psql: `pglogic db sql --from 0018` writes that upgrade). On a database that already has
+-- psql: `pglogic db sql --from 0019` writes that upgrade). On a database that already has
 -- pglogic it stops at CREATE TABLE pglogic.pglogic_alembic_version, with nothing applied.
 
 BEGIN;
@@ -194,6 +194,12 @@ CREATE TABLE pglogic.schema_compat (
 INSERT INTO pglogic.schema_compat VALUES ('0018', '0018');
 
 UPDATE pglogic.pglogic_alembic_version SET version_num='0018' WHERE pglogic.pglogic_alembic_version.version_num = '0017';
+
+-- Running upgrade 0018 -> 0019
+
+INSERT INTO pglogic.schema_compat VALUES ('0019', '0018');
+
+UPDATE pglogic.pglogic_alembic_version SET version_num='0019' WHERE pglogic.pglogic_alembic_version.version_num = '0018';
 
 -- pglogic fuzzy operators as plain SQL functions (installed by migration 0002).
 --
@@ -437,6 +443,8 @@ $fn$;
 CREATE OR REPLACE FUNCTION pglogic._vector(v jsonb, what text)
 RETURNS vector
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    r vector;
 BEGIN
     IF jsonb_typeof(v) = 'array' THEN
         IF EXISTS (SELECT FROM jsonb_array_elements(v) AS x(e) WHERE jsonb_typeof(e) <> 'number')
@@ -444,9 +452,16 @@ BEGIN
             RAISE EXCEPTION 'Invalid vector for %: expected an array of numbers, got %', what,
                 pglogic._show(v) USING ERRCODE = '22023';
         END IF;
-        RETURN v::text::vector;
+        r := v::text::vector;
+    ELSE
+        r := (v #>> '{}')::vector;
     END IF;
-    RETURN (v #>> '{}')::vector;
+    -- as pglogic.store.ingest.vector_problem: a zero vector's cosine similarity is NaN
+    IF vector_norm(r) = 0 THEN
+        RAISE EXCEPTION 'Invalid vector for %: it is a zero vector (no direction: its cosine '
+            'similarity is undefined)', what USING ERRCODE = '22023';
+    END IF;
+    RETURN r;
 EXCEPTION
     WHEN data_exception OR program_limit_exceeded THEN
         IF SQLSTATE = '22023' THEN

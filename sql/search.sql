@@ -101,6 +101,8 @@ $fn$;
 CREATE OR REPLACE FUNCTION pglogic._vector(v jsonb, what text)
 RETURNS vector
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    r vector;
 BEGIN
     IF jsonb_typeof(v) = 'array' THEN
         IF EXISTS (SELECT FROM jsonb_array_elements(v) AS x(e) WHERE jsonb_typeof(e) <> 'number')
@@ -108,9 +110,16 @@ BEGIN
             RAISE EXCEPTION 'Invalid vector for %: expected an array of numbers, got %', what,
                 pglogic._show(v) USING ERRCODE = '22023';
         END IF;
-        RETURN v::text::vector;
+        r := v::text::vector;
+    ELSE
+        r := (v #>> '{}')::vector;
     END IF;
-    RETURN (v #>> '{}')::vector;
+    -- as pglogic.store.ingest.vector_problem: a zero vector's cosine similarity is NaN
+    IF vector_norm(r) = 0 THEN
+        RAISE EXCEPTION 'Invalid vector for %: it is a zero vector (no direction: its cosine '
+            'similarity is undefined)', what USING ERRCODE = '22023';
+    END IF;
+    RETURN r;
 EXCEPTION
     WHEN data_exception OR program_limit_exceeded THEN
         IF SQLSTATE = '22023' THEN

@@ -45,6 +45,7 @@ FROZEN_SHA256 = {
     "0016_search.sql": "86df2e06a2d8a295c321e2889a43bf51df871346f9fdf9ed16ac354bae8ef2ec",
     "0017_search.sql": "7278eaeb096f2d5a13f61cafaa2e63dc6b87c2bae4bba4d76a4054c85b971f48",
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
+    "0019_search.sql": "c4dff956443ad89c07375c8f693a75eb946ffa1b5bd88a351bf63c3b8788c229",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

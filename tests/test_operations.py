@@ -296,15 +296,31 @@ def test_code_refuses_a_newer_schema_that_needs_newer_code(dsn: str) -> None:
         PgLogic(dsn).connect()
 
 
-def test_code_refuses_an_older_schema_outside_the_window(
-    dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_window_to_an_older_schema(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code at head against a database one revision down: usable when the head revision is
+    marked compatible with its previous one, else refused saying what to run."""
+    head = migrate.head()
     migrate.downgrade(dsn, "-1")
     below = migrate.current(dsn)
+    assert migrate.schema_state(dsn).usable == migrate.compatible_with_previous(head)
+    monkeypatch.setattr(migrate, "compatible_with_previous", lambda revision: False)
     with pytest.raises(SchemaError, match=f"at schema revision {below}.*run 'pglogic db upgrade'"):
         PgLogic(dsn).connect()
-    # A head revision marked compatible with its parent keeps working against it.
     monkeypatch.setattr(migrate, "compatible_with_previous", lambda revision: True)
     assert migrate.schema_state(dsn).usable
     with PgLogic(dsn).connect() as conn:
         assert conn.execute("SELECT count(*) FROM pglogic.corpora").fetchone() == (0,)
+
+
+def test_each_revision_records_its_window(dsn: str) -> None:
+    """From 0018 on, each revision's row in pglogic.schema_compat follows its file's flag."""
+    with connect(dsn, autocommit=True, vector=False) as c:
+        rows = dict(c.execute("SELECT revision, oldest_code FROM pglogic.schema_compat").fetchall())
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate._config())
+    for rev in script.walk_revisions():
+        if rev.revision < "0018":
+            continue
+        want = rev.down_revision if migrate.compatible_with_previous(rev.revision) else rev.revision
+        assert rows[rev.revision] == want
