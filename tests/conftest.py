@@ -21,12 +21,15 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pytest_postgresql.janitor import DatabaseJanitor
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 TEMPLATE_DB = "pglogic_test_template"
+#: The embedded test server's durability settings (reloaded, no restart needed).
+TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +84,15 @@ def _start_server() -> tuple[Server, Any]:
     from pglogic.store import server
 
     home = Path(tempfile.mkdtemp(prefix="pglt-", dir="/tmp"))
-    return Server(server.ensure_running(home)), home
+    dsn = server.ensure_running(home)
+    # A throwaway cluster: no need to survive an OS crash, so no waiting for the disk.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, value in TEST_SERVER_SETTINGS.items():
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+            )
+        conn.execute("SELECT pg_reload_conf()")
+    return Server(dsn), home
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
