@@ -502,3 +502,12 @@ def test_readme_is_a_landing_page() -> None:
     assert len(readme.encode()) < 12_000
     for doc in [*DOCS, BENCH_README]:  # users cannot see the project's issues
         assert not re.search(r"\bissue\s*#?\d", doc.read_text(), re.I), doc
+
+
+def test_cli_reference_is_current() -> None:
+    """docs/cli.md is written from the click tree: regenerate it when a command changes."""
+    from pglogic.cli.reference import reference
+
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == reference(), (
+        "docs/cli.md is stale: python -m pglogic.cli.reference > docs/cli.md"
+    )
