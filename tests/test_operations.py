@@ -324,3 +324,15 @@ def test_each_revision_records_its_window(dsn: str) -> None:
             continue
         want = rev.down_revision if migrate.compatible_with_previous(rev.revision) else rev.revision
         assert rows[rev.revision] == want
+
+
+def test_a_corpus_whose_table_is_missing_is_named(dsn: str) -> None:
+    """After a restore that failed halfway (a -n pglogic dump without the vector extension)."""
+    with connect(dsn, autocommit=True) as c:
+        corpus = corpora.create_corpus(c, "docs", model="m", dim=3, lexical=None)
+        c.execute(sql.SQL("DROP TABLE {}").format(corpus.table))
+    result = invoke(dsn, "corpus", "list")
+    assert isinstance(result.exception, SchemaError)
+    assert "table pglogic.corpus_1 is missing" in str(result.exception)
+    result = invoke(dsn, "corpus", "drop", "docs", "--yes")
+    assert result.exit_code == 0, result.output

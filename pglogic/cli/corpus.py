@@ -298,8 +298,8 @@ def _size(n: int) -> str:
 def corpus_drop(ctx: click.Context, name: str, yes: bool) -> None:
     """Drop corpus NAME with all its documents (asks first)."""
     api = ui.api(ctx)
-    info = api.corpus_info(name)
     if not yes:
+        info = api.corpus_info(name)
         if not sys.stdin.isatty():
             raise PglogicError(f"Refusing to drop {name!r} without confirmation: pass --yes")
         click.confirm(f"Drop corpus {name!r} and its {info.documents:,} documents?", abort=True)

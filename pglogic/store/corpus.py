@@ -29,7 +29,7 @@ from pglogic.engine.source import NAME_RE as NAME_RE
 from pglogic.engine.source import SCHEMA as SCHEMA
 from pglogic.engine.source import Corpus as Corpus
 from pglogic.engine.source import validate_name as validate_name
-from pglogic.errors import CorpusExists, InvalidInput, UnknownCorpus
+from pglogic.errors import CorpusExists, InvalidInput, SchemaError, UnknownCorpus
 from pglogic.store import citus, indexes
 from pglogic.store.db import Connection, require_schema
 from pglogic.store.indexes import IndexProgress as IndexProgress
@@ -234,6 +234,12 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         2000
     """
     c = get_corpus(conn, name)
+    found = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.{c.table_name}",)).fetchone()
+    if found is None or found[0] is None:
+        raise SchemaError(
+            f"Corpus {name!r} is registered but its table {SCHEMA}.{c.table_name} is missing "
+            f"(a restore that failed?): restore it, or drop the corpus (pglogic corpus drop {name})"
+        )
     counts = conn.execute(
         sql.SQL("SELECT count(*), count({col}) FROM {table}").format(col=c.embedding, table=c.table)
     ).fetchone()
