@@ -6,16 +6,16 @@
 
 A database ``bench_upgrade_live`` is migrated to ``head-1`` (the revision before this pglogic's
 head, whatever it is), then gets data in every kind of pglogic table (``fill`` of
-``tests/test_upgrade_live.py``): corpus ``plain``, ``--rows`` synthetic clustered 384-d vectors
+``tests/every_table.py``): corpus ``plain``, ``--rows`` synthetic clustered 384-d vectors
 (``query.make_dataset``, manifold clusters) with a lexical index and its HNSW index; corpus
 ``passages``, ``--rows`` / 2 documents of 1-3 passages each (same generator, another seed), its
 passage layout, lexical index and HNSW indexes on the documents and the passages; term cache rows
 (each AND's phrase, and the terms of the queries sent without vectors) and two stored calibrations
-(one for ``plain``, one for the model). The fixed query set (per corpus: 1 term; AND / OR / NOT
-of 3 and of 8 terms, the last half negated; k = 10 and 100; a lexical term under AND and under
-NOT, cached terms, ``"truth": "calibrated"``, a metadata filter, k = 10) runs through the SQL
-function, as the clients of a rolling deploy do (the Python API refuses a schema at a revision
-other than its own); its rankings are recorded.
+(one for ``plain``, one for the model). The fixed query set (``query_set`` of the same module;
+per corpus: 1 term; AND / OR / NOT of 3 and of 8 terms, the last half negated; k = 10 and 100; a
+lexical term under AND and under NOT, cached terms, ``"truth": "calibrated"``, a metadata filter,
+``"exact": true``, k = 10) runs through the SQL function, as the clients of a rolling deploy do
+(the Python API refuses a schema at a revision other than its own); its rankings are recorded.
 
 Each round then starts ``--clients`` processes (one connection each) that search the query set
 without pause, in turn, and checks every result against the recorded ranking; after ``--settle``
@@ -63,19 +63,19 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from query import make_dataset, make_queries
 
-# The procedure lives in the test module (tests never import bench/; the bench runs its helpers).
+# The procedure lives in the test modules (tests never import bench/; the bench runs their
+# helpers).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pglogic.store import migrate
-from tests.test_upgrade_live import (
+from tests.every_table import (
     Data,
-    changed_defaults,
     differences,
     fill,
     max_score_change,
     query_set,
-    rankings,
-    upgrade_under_load,
+    sql_rankings,
 )
+from tests.test_upgrade_live import SCORE_TOLERANCE, changed_defaults, upgrade_under_load
 
 NAME = "upgrade_live"
 DB_NAME = "bench_upgrade_live"
@@ -138,14 +138,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         data = make_data(args.rows, args.seed)
         queries = query_set(data.term_vectors)
-        res["data"] = fill(dsn, data, queries)
+        res["data"] = fill(dsn, data, queries, calibration_source=NAME)
         res["queries"] = [
-            {"name": q.name, "query": q.text, **({"options": dict(q.options)} if q.options else {}),
+            {"name": q.name, "query": q.text,
+             **({"options": q.json_options()} if q.json_options() else {}),
              **({"terms": "from the term cache"} if q.cached else {})}
             for q in queries
         ]  # fmt: skip
         print(f"   {res['data']}", flush=True)
-        first = rankings(dsn, queries)
+        first = sql_rankings(dsn, queries)
         res["idle"] = wait_idle(args.idle_wait)
         rounds = []
         for n, start in enumerate(starts):
@@ -153,16 +154,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 migrate.downgrade(dsn, start)
             assert migrate.current(dsn) == start
             skip = changed_defaults(start, head)
-            before = rankings(dsn, queries)
+            before = sql_rankings(dsn, queries)
             lo, hi = sorted((starts[0], start))
-            back = differences(first, before, changed_defaults(lo, hi))
+            back = differences(first, before, changed_defaults(lo, hi), tolerance=SCORE_TOLERANCE)
             print(f"== round {n + 1}: upgrade {start} -> {head} under load", flush=True)
             r = upgrade_under_load(
                 dsn, queries, before, clients=args.clients, processes=True,
                 settle=args.settle, skip=skip,
             )  # fmt: skip
-            after = rankings(dsn, queries)
-            diffs = differences(before, after, skip)
+            after = sql_rankings(dsn, queries)
+            diffs = differences(before, after, skip, tolerance=SCORE_TOLERANCE)
             r |= {
                 "round": n + 1,
                 "start_rankings_as_first": not back,
@@ -340,9 +341,8 @@ def main() -> None:
     if args.quick:
         args.rows, args.settle, args.starts, args.idle_wait = 3_000, 1.0, "head-1", 10.0
     res = run(args)
-    name = f"{NAME}_quick" if args.quick else NAME
-    write_results(name, res, markdown(res))
-    print(markdown(res))
+    _, md = write_results(f"{NAME}_quick" if args.quick else NAME, res, markdown(res))
+    print(md.read_text())
 
 
 if __name__ == "__main__":
