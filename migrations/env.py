@@ -175,8 +175,8 @@ def _run_sql_file(operations: Operations, operation: RunSqlFileOp) -> None:
         if head not in _SNAPSHOT:
             _SNAPSHOT.append(head)
         return
-    path = Path(__file__).with_name("versions") / "sql" / operation.name
-    _apply(operations, path.read_text(encoding="utf-8"))
+    revision, name = operation.name[:4], operation.name[5:]
+    _apply(operations, sqlfiles().applied(name, revision))
 
 
 @Operations.register_operation("restore_sql_file")

@@ -173,14 +173,33 @@ def delta(name: str, revision: str, head: str | None = None) -> str:
         changed = now
     if not any(not s.key.startswith("do ") for s in changed):
         return ""
-    keep = _with_comments({s.key for s in changed}, now)
-    keep |= {s.key for s in now if s.key.startswith("do ")}
+    keep = _with_comments({s.key for s in changed if not s.key.startswith("do ")}, now)
+    if any(s.key.startswith("do ") for s in changed):  # all of them: they are keyed by place
+        keep |= {s.key for s in now if s.key.startswith("do ")}
     header = (
         f"-- Revision {revision}: the statements of sql/{name} that are new or changed since the "
-        "revision before\n-- (its DO blocks around them), written by migrations/sqlfiles.py; "
-        "frozen: never edit it.\n\n"
+        "revision before, written\n-- by migrations/sqlfiles.py; frozen: never edit it. It runs "
+        "between the file's DO blocks (applied).\n\n"
     )
     return header + "\n\n".join(s.render() for s in now if s.key in keep) + "\n"
+
+
+def applied(name: str, revision: str) -> str:
+    """What revision ``revision`` runs for its frozen ``name``: the delta between the ``DO``
+    blocks of the file as of that revision (they set the ``search_path`` the functions are
+    created with, and the functions' own); the first revision's full file as it is.
+
+    Example:
+        >>> applied("search.sql", "0019").count("CREATE OR REPLACE FUNCTION")
+        1
+    """
+    text = (FROZEN / f"{revision}_{name}").read_text(encoding="utf-8")
+    if not _revision_files(name, f"{int(revision) - 1:04d}"):
+        return text  # the first revision of the file: all of it
+    own = parse(text)
+    dos = [s for k, s in resolved(name, revision).items() if k.startswith("do ")]
+    body = [s for s in own if not s.key.startswith("do ")]
+    return "\n\n".join(s.render() for s in [*dos[:1], *body, *dos[1:]]) + "\n"
 
 
 def restore(name: str, revision: str) -> str:

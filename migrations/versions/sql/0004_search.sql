@@ -1,51 +1,5 @@
--- Revision 0004: the statements of sql/search.sql that are new or changed since the revision before
--- (its DO blocks around them), written by migrations/sqlfiles.py; frozen: never edit it.
-
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0004).
---
---   SELECT * FROM pglogic.search('news', '{
---     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
---                                    {"op": "not", "arg": {"term": "natural gas"}}]},
---     "operators": "product-max", "truth": "clamp", "k": 10}');
---
--- The tree has the nodes {"term": TEXT, "vector": [...] | "[...]"} (or just "TEXT"),
--- {"op": "and" | "or", "args": [two or more nodes]} and {"op": "not", "arg": NODE}. A term without
--- a vector is looked up in pglogic.term_cache for the corpus's model. Options next to "tree":
--- operators (a preset such as "product-max" (the default since migration 0003), "itlr", a spec
--- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth
--- ("clamp" (the default), "affine", "sigmoid:TAU:LAMBDA" or, since migration 0004, "calibrated":
--- the sigmoid stored in pglogic.calibration for the corpus, else for its model), k (10), exact
--- (false), depth and ef_search (null: the defaults of pglogic.compile.default_depth),
--- iterative_scan (true).
--- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
---
--- The statement is built exactly like the Python compiler (pglogic/compile.py) builds it: one
--- MATERIALIZED HNSW CTE per distinct term of positive polarity, their union, the exact similarity
--- of every term on every candidate, the fuzzy score, ORDER BY score DESC, id LIMIT k; so it ranks
--- exactly as the Python path does. Term texts and vectors are bound as parameters ($1 vectors,
--- $2 depth, $3 k, $4 term texts); identifiers are quoted with format('%I'); operator names are
--- checked against fixed lists before they choose an SQL fragment. pglogic.search_plan(corpus,
--- query) shows the statement without running it.
-
--- The vector type must be visible while the functions are created (plpgsql resolves declared
--- types then): append the extension's schema to this transaction's search_path if needed.
-DO $do$
-DECLARE
-    ext_schema name;
-BEGIN
-    SELECT n.nspname INTO ext_schema
-    FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-    WHERE e.extname = 'vector';
-    IF ext_schema IS NULL THEN
-        RAISE EXCEPTION 'pglogic needs the vector extension (pgvector) in this database';
-    END IF;
-    IF NOT ext_schema = ANY (current_schemas(false)) THEN
-        PERFORM set_config(
-            'search_path', current_setting('search_path') || ', ' || quote_ident(ext_schema), true
-        );
-    END IF;
-END
-$do$;
+-- Revision 0004: the statements of sql/search.sql that are new or changed since the revision before, written
+-- by migrations/sqlfiles.py; frozen: never edit it. It runs between the file's DO blocks (applied).
 
 -- A double precision number as Python's repr() writes it (pglogic.operators._const_text): the
 -- shortest text that reads back as the same number, with ".0" on integral values and a
@@ -438,18 +392,3 @@ BEGIN
         array_to_string(sims, ', '), tbl, final);
 END
 $fn$;
-
--- Run the vector-using functions with a fixed search_path: pg_catalog and pgvector's schema (and
--- no pg_temp shadowing), whatever the caller's search_path is.
-DO $do$
-DECLARE
-    path text;
-BEGIN
-    SELECT 'pg_catalog, ' || quote_ident(n.nspname) || ', pg_temp' INTO path
-    FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-    WHERE e.extname = 'vector';
-    EXECUTE format('ALTER FUNCTION pglogic._plan(text, jsonb) SET search_path = %s', path);
-    EXECUTE format('ALTER FUNCTION pglogic.search(text, jsonb) SET search_path = %s', path);
-    EXECUTE format('ALTER FUNCTION pglogic.search_plan(text, jsonb) SET search_path = %s', path);
-END
-$do$;

@@ -1,64 +1,5 @@
--- Revision 0006: the statements of sql/search.sql that are new or changed since the revision before
--- (its DO blocks around them), written by migrations/sqlfiles.py; frozen: never edit it.
-
--- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0006).
---
---   SELECT * FROM pglogic.search('news', '{
---     "tree": {"op": "and", "args": [{"term": "oil prices", "vector": [0.01, ...]},
---                                    {"op": "not", "arg": {"term": "natural gas"}}]},
---     "operators": "product-max", "truth": "clamp", "k": 10}');
---
--- The tree has the nodes {"term": TEXT, "vector": [...] | "[...]"} (or just "TEXT"),
--- {"op": "and" | "or", "args": [two or more nodes]} and {"op": "not", "arg": NODE}. A term without
--- a vector is looked up in pglogic.term_cache for the corpus's model. Options next to "tree":
--- operators (a preset such as "product-max" (the default since migration 0003), "itlr", a spec
--- "and=min,or=max,not=complement" or an object {"and": ..., "or": ..., "not": ...}), truth
--- ("clamp" (the default), "affine", "sigmoid:TAU:LAMBDA" or, since migration 0004, "calibrated":
--- the sigmoid stored in pglogic.calibration for the corpus, else for its model), k (10), exact
--- (false), depth and ef_search (null: the defaults of pglogic.engine.plans), iterative_scan
--- (true) and, since migration 0005, guide (true: computed here; false: no guide scan; or the
--- guide vector itself), term_scans (null, true, false) and filters (a list of {"contains":
--- {...}} and {"key": KEY, "op": OP, "value": VALUE}). Since migration 0006 the default operators
--- are "product-max-strong" (NOT (1 - x)^1.25; any NOT may be "complement^G"), and "and_text"
--- (4; 0 to 10) scores each AND's own text (pglogic.engine.conjunction): the phrase of its positive
--- operands, whose vector comes from "vectors" ({"phrase": [...], ...}, written by
--- render.search_json) or pglogic.term_cache.
--- A bare tree (an object with "op" or "term") is accepted too and uses the default options.
---
--- Since migration 0005 the function plans like the Python search (pglogic.store.search.search,
--- fuzzy mode) and builds the statement of pglogic.engine.compile.compile_query text for text,
--- its placeholders numbered (pglogic._plan): the filter estimate and the exact plan where it is
--- cheaper, the k-NN scan of a single term, one MATERIALIZED HNSW CTE per distinct term of
--- positive polarity plus the scan along the guide vector (pglogic._guide_vector, the ascent of
--- pglogic.engine.guide in double precision), the guide's scan alone (guide_suffices) or each
--- term's top k (union_suffices), the same depths and hnsw settings, and the exact plan again
--- when a filtered plan returns fewer than k rows. With the same term vectors and guide vector
--- (render.search_json passes the one Python computes) it returns the same rows with the same
--- scores. Values are bound as parameters ($1 term vectors, $2 guide vector, $3 depth, $4 gdepth,
--- $5 k, $6 filter parameters); identifiers are always quoted (pglogic._qi); operator names are
--- checked against fixed lists before they choose an SQL fragment. pglogic.search_plan(corpus,
--- query) shows the plan and statement without running it. Not here: the nsfl and sqo modes,
--- the statement cache and timeouts (set statement_timeout in the transaction).
-
--- The vector type must be visible while the functions are created (plpgsql resolves declared
--- types then): append the extension's schema to this transaction's search_path if needed.
-DO $do$
-DECLARE
-    ext_schema name;
-BEGIN
-    SELECT n.nspname INTO ext_schema
-    FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-    WHERE e.extname = 'vector';
-    IF ext_schema IS NULL THEN
-        RAISE EXCEPTION 'pglogic needs the vector extension (pgvector) in this database';
-    END IF;
-    IF NOT ext_schema = ANY (current_schemas(false)) THEN
-        PERFORM set_config(
-            'search_path', current_setting('search_path') || ', ' || quote_ident(ext_schema), true
-        );
-    END IF;
-END
-$do$;
+-- Revision 0006: the statements of sql/search.sql that are new or changed since the revision before, written
+-- by migrations/sqlfiles.py; frozen: never edit it. It runs between the file's DO blocks (applied).
 
 CREATE OR REPLACE FUNCTION pglogic._check_operator(kind text, name text, spec text)
 RETURNS text
@@ -792,20 +733,3 @@ BEGIN
         final);
 END
 $fn$;
-
--- Run the vector-using functions with a fixed search_path: pg_catalog and pgvector's schema (and
--- no pg_temp shadowing), whatever the caller's search_path is.
-DO $do$
-DECLARE
-    path text;
-BEGIN
-    SELECT 'pg_catalog, ' || quote_ident(n.nspname) || ', pg_temp' INTO path
-    FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-    WHERE e.extname = 'vector';
-    EXECUTE format('ALTER FUNCTION pglogic._plan(text, jsonb) SET search_path = %s', path);
-    EXECUTE format('ALTER FUNCTION pglogic._guide_vector(jsonb, text[], text[], vector[], text[],'
-                   ' text) SET search_path = %s', path);
-    EXECUTE format('ALTER FUNCTION pglogic.search(text, jsonb) SET search_path = %s', path);
-    EXECUTE format('ALTER FUNCTION pglogic.search_plan(text, jsonb) SET search_path = %s', path);
-END
-$do$;

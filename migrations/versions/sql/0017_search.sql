@@ -1,5 +1,5 @@
--- Revision 0017: the statements of sql/search.sql that are new or changed since the revision before
--- (its DO blocks around them), written by migrations/sqlfiles.py; frozen: never edit it.
+-- Revision 0017: the statements of sql/search.sql that are new or changed since the revision before, written
+-- by migrations/sqlfiles.py; frozen: never edit it. It runs between the file's DO blocks (applied).
 
 -- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0017).
 --
