@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import click
 
@@ -241,40 +241,44 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.exit(0)
 
 
-def _read_only(exc: BaseException) -> PglogicError | None:
-    """A write refused by a read-only server (psycopg's ReadOnlySqlTransaction, also wrapped by
-    SQLAlchemy in a migration) as the one-sentence error, or None for any other exception."""
+def _cause(exc: BaseException, name: str) -> BaseException | None:
+    """The psycopg error class ``name`` in ``exc``'s chain (also wrapped by SQLAlchemy, in a
+    migration), or None; psycopg is never imported here for it."""
     psycopg = sys.modules.get("psycopg")
     if psycopg is None:
         return None
+    wanted: type[BaseException] = getattr(psycopg.errors, name)
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
-            from pglogic.store.db import READ_ONLY_ADVICE
-
-            first = str(cause).strip().splitlines()[0] if str(cause).strip() else "read-only"
-            return DatabaseUnavailable(f"Cannot write: the server refused it ({first}); "
-                                       + READ_ONLY_ADVICE)  # fmt: skip
+        if isinstance(cause, wanted):
+            return cause
         cause = getattr(cause, "orig", None) or cause.__cause__
     return None
+
+
+def _read_only(exc: BaseException) -> PglogicError | None:
+    """A write refused by a read-only server (ReadOnlySqlTransaction) as the one-sentence
+    error, or None for any other exception."""
+    cause = _cause(exc, "ReadOnlySqlTransaction")
+    if cause is None:
+        return None
+    from pglogic.store.db import READ_ONLY_ADVICE
+
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else "read-only"
+    return DatabaseUnavailable(f"Cannot write: the server refused it ({first}); {READ_ONLY_ADVICE}")
 
 
 def _denied(exc: BaseException) -> PglogicError | None:
-    """A refused privilege (psycopg's InsufficientPrivilege, also wrapped by SQLAlchemy) as one
-    sentence naming what the role lacks and who can grant it; None for any other exception."""
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is None:
+    """A refused privilege (InsufficientPrivilege) as one sentence naming what the role lacks
+    and who can grant it; None for any other exception."""
+    cause = _cause(exc, "InsufficientPrivilege")
+    if cause is None:
         return None
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, psycopg.errors.InsufficientPrivilege):
-            from pglogic.cli.ui import last_dsn
-            from pglogic.errors import PermissionDenied
-            from pglogic.store.db import permission_message
+    from pglogic.cli.ui import last_dsn
+    from pglogic.errors import PermissionDenied
+    from pglogic.store.db import permission_message
 
-            return PermissionDenied(permission_message(cause, last_dsn()))
-        cause = getattr(cause, "orig", None) or cause.__cause__
-    return None
+    return PermissionDenied(permission_message(cast(Any, cause), last_dsn()))
 
 
 __all__ = ["cli", "main"]
