@@ -13,6 +13,8 @@ such a table into the schema (:data:`ADOPT`).
 
 It also registers operations for the revisions (which never import pglogic):
 
+- ``op.run_sql(script)``: SQL of several statements as it is (offline: printed for psql);
+
 - ``op.run_sql_file("NNNN_search.sql")``: apply a revision's frozen SQL (a delta of
   ``sql/search.sql``, ``migrations/sqlfiles.py``); ``op.restore_sql_file(...)`` in its
   downgrade applies what the revisions before it installed for the same statements. When
@@ -154,6 +156,24 @@ def _apply(operations: Operations, script: str) -> None:
         return
     # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
     operations.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
+
+
+@Operations.register_operation("run_sql")
+class RunSqlOp(MigrateOperation):
+    """``op.run_sql(script)``: SQL of several statements, as it is (offline: printed for psql;
+    online: straight to the driver, so that '%' in function bodies is no bind parameter)."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+
+    @classmethod
+    def run_sql(cls, operations: Operations, script: str) -> Any:
+        return operations.invoke(cls(script))
+
+
+@Operations.implementation_for(RunSqlOp)
+def _run_sql(operations: Operations, operation: RunSqlOp) -> None:
+    _apply(operations, operation.script)
 
 
 @Operations.register_operation("run_sql_file")

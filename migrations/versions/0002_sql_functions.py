@@ -21,7 +21,7 @@ Create Date: 2026-11-29
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0002"
 down_revision = "0001"
@@ -76,15 +76,6 @@ $do$;
 """
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver without parameters: the scripts hold several statements and '%'
-    # (format(), RAISE), which must not be read as bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
     for name in SQL_FILES:
         op.run_sql_file(name)
@@ -95,7 +86,7 @@ def downgrade() -> None:
         "pglogic.term_cache",
         "it is a cache; empty it first (DELETE FROM pglogic.term_cache) to downgrade further",
     )
-    _run(REVOKE_READER)
+    op.run_sql(REVOKE_READER)
     for signature in FUNCTIONS:
-        _run(f"DROP FUNCTION IF EXISTS {signature};")
-    _run("DROP TABLE IF EXISTS pglogic.term_cache;")
+        op.run_sql(f"DROP FUNCTION IF EXISTS {signature};")
+    op.run_sql("DROP TABLE IF EXISTS pglogic.term_cache;")

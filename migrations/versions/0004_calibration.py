@@ -18,7 +18,7 @@ Create Date: 2026-12-06
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0004"
 down_revision = "0003"
@@ -54,16 +54,8 @@ $do$;
 """
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
-    _run(CREATE_TABLE)
+    op.run_sql(CREATE_TABLE)
     op.run_sql_file("0004_search.sql")
 
 
@@ -73,5 +65,5 @@ def downgrade() -> None:
         "stored calibrations (pglogic calibration list); delete them first to downgrade further",
     )
     op.restore_sql_file("0004_search.sql")
-    _run("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
-    _run("DROP TABLE IF EXISTS pglogic.calibration;")
+    op.run_sql("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
+    op.run_sql("DROP TABLE IF EXISTS pglogic.calibration;")

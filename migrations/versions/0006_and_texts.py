@@ -19,7 +19,7 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0006"
 down_revision = "0005"
@@ -37,18 +37,10 @@ HELPERS = (
 )
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
     op.run_sql_file("0006_search.sql")
 
 
 def downgrade() -> None:
-    _run("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))
+    op.run_sql("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))
     op.restore_sql_file("0006_search.sql")

@@ -26,7 +26,7 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0007"
 down_revision = "0006"
@@ -54,21 +54,13 @@ DROP FUNCTION IF EXISTS pglogic._semantic_part(jsonb);
 """
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
     op.execute(
         "CREATE TABLE IF NOT EXISTS pglogic.lexical_indexes ("
         " corpus_id integer PRIMARY KEY REFERENCES pglogic.corpora(id) ON DELETE CASCADE,"
         " config text NOT NULL)"
     )
-    _run(DROP_OLD)
+    op.run_sql(DROP_OLD)
     op.run_sql_file("0007_search.sql")
 
 
@@ -77,6 +69,6 @@ def downgrade() -> None:
         "pglogic.lexical_indexes",
         "corpora with a lexical index; drop each first (pglogic corpus lexical NAME --drop)",
     )
-    _run(DROP_NEW)
+    op.run_sql(DROP_NEW)
     op.restore_sql_file("0007_search.sql")
     op.execute("DROP TABLE IF EXISTS pglogic.lexical_indexes")

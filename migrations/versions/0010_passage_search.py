@@ -22,7 +22,7 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0010"
 down_revision = "0009"
@@ -40,19 +40,11 @@ DROP FUNCTION IF EXISTS pglogic._plan(text, jsonb);
 DROP_NEW = DROP_OLD
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
-    _run(DROP_OLD)
+    op.run_sql(DROP_OLD)
     op.run_sql_file("0010_search.sql")
 
 
 def downgrade() -> None:
-    _run(DROP_NEW)
+    op.run_sql(DROP_NEW)
     op.restore_sql_file("0010_search.sql")

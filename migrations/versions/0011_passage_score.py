@@ -17,20 +17,12 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
-
-
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:

@@ -28,20 +28,12 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
-
-
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:
@@ -50,4 +42,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.restore_sql_file("0012_search.sql")
-    _run("DROP FUNCTION IF EXISTS pglogic._and_text_polarity(jsonb, boolean, jsonb);")
+    op.run_sql("DROP FUNCTION IF EXISTS pglogic._and_text_polarity(jsonb, boolean, jsonb);")

@@ -27,20 +27,12 @@ Create Date: 2026-11-28
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
-
-
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    # Straight to the driver: the function bodies hold '%' (RAISE, format), not bind parameters.
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
 
 
 def upgrade() -> None:
@@ -49,4 +41,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.restore_sql_file("0017_search.sql")
-    _run("DROP FUNCTION IF EXISTS pglogic._vector(jsonb, text);")
+    op.run_sql("DROP FUNCTION IF EXISTS pglogic._vector(jsonb, text);")

@@ -23,7 +23,7 @@ Create Date: 2026-11-28
 
 from __future__ import annotations
 
-from alembic import context, op
+from alembic import op
 
 revision = "0018"
 down_revision = "0017"
@@ -34,16 +34,9 @@ depends_on = None
 COMPATIBLE_WITH_PREVIOUS = False
 
 
-def _run(script: str) -> None:
-    if context.is_offline_mode():  # pglogic db sql: the script as it is, for psql
-        context.static_output(script.strip())
-        return
-    op.get_bind().exec_driver_sql(script, execution_options={"no_parameters": True})
-
-
 def upgrade() -> None:
     oldest = down_revision if COMPATIBLE_WITH_PREVIOUS else revision
-    _run(
+    op.run_sql(
         "CREATE TABLE pglogic.schema_compat (\n"
         "    revision    varchar(32) PRIMARY KEY,\n"
         "    oldest_code varchar(32) NOT NULL\n"
@@ -54,4 +47,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    _run("DROP TABLE IF EXISTS pglogic.schema_compat;")
+    op.run_sql("DROP TABLE IF EXISTS pglogic.schema_compat;")

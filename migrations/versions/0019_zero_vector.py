@@ -29,12 +29,12 @@ COMPATIBLE_WITH_PREVIOUS = True
 
 def upgrade() -> None:
     op.run_sql_file("0019_search.sql")
-    op.execute(
+    op.run_sql(
         "INSERT INTO pglogic.schema_compat VALUES "
-        f"('{revision}', '{down_revision if COMPATIBLE_WITH_PREVIOUS else revision}')"
+        f"('{revision}', '{down_revision if COMPATIBLE_WITH_PREVIOUS else revision}');"
     )
 
 
 def downgrade() -> None:
-    op.execute(f"DELETE FROM pglogic.schema_compat WHERE revision = '{revision}'")
+    op.run_sql(f"DELETE FROM pglogic.schema_compat WHERE revision = '{revision}';")
     op.restore_sql_file("0019_search.sql")
