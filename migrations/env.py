@@ -66,7 +66,9 @@ DO $do$
 DECLARE
     found text[];
 BEGIN
-    CREATE SCHEMA IF NOT EXISTS pglogic;
+    IF to_regnamespace('pglogic') IS NULL THEN  -- (no CREATE right needed when it exists)
+        CREATE SCHEMA pglogic;
+    END IF;
     IF to_regclass('pglogic.pglogic_alembic_version') IS NULL THEN
         SELECT array_agg(format('%I.%I', n.nspname, c.relname) ORDER BY n.nspname) INTO found
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

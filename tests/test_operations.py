@@ -244,9 +244,32 @@ def test_a_reader_gets_one_sentence_naming_the_privilege(dsn: str) -> None:
         drop_roles(dsn, [name])
     assert out.returncode != 0
     assert "Traceback" not in out.stderr
-    assert out.stderr.startswith(f"Error: Role {name} lacks ")
-    assert "on table pglogic.corpora" in out.stderr
-    assert f"{owner[0] if owner else ''} (the owner) or a superuser can grant it" in out.stderr
+    assert out.stderr.startswith(f"Error: Role {name} is a member of pglogic_reader, which may ")
+    assert "(permission denied for table corpora)" in out.stderr
+    assert f"run this as {owner[0] if owner else ''}, the owner" in out.stderr
+
+
+def test_a_writer_gets_the_grant_it_lacks(dsn: str) -> None:
+    """A role that is no reader: the sentence names the privilege, the table and its owner."""
+    from pglogic.store.db import permission_message
+
+    name = f"etl_{uuid.uuid4().hex[:8]}"
+    with connect(dsn, autocommit=True, vector=False) as c:
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+        c.execute(sql.SQL("GRANT USAGE ON SCHEMA pglogic TO {}").format(sql.Identifier(name)))
+        owner = c.execute("SELECT current_user").fetchone()
+    role_dsn = make_conninfo(dsn, user=name)
+    try:
+        with (
+            connect(role_dsn, autocommit=True, vector=False) as c,
+            pytest.raises(psycopg.errors.InsufficientPrivilege) as info,
+        ):
+            c.execute("INSERT INTO pglogic.corpora (name, table_name) VALUES ('x', 'y')")
+        message = permission_message(info.value, role_dsn)
+    finally:
+        drop_roles(dsn, [name])
+    assert message.startswith(f"Role {name} lacks SELECT, INSERT, UPDATE, DELETE on table ")
+    assert f"{owner[0] if owner else ''} (the owner) or a superuser can grant it" in message
 
 
 # -- replicas ------------------------------------------------------------------------------------
@@ -336,3 +359,53 @@ def test_a_corpus_whose_table_is_missing_is_named(dsn: str) -> None:
     assert "table pglogic.corpus_1 is missing" in str(result.exception)
     result = invoke(dsn, "corpus", "drop", "docs", "--yes")
     assert result.exit_code == 0, result.output
+
+
+def test_a_reader_may_run_db_upgrade_when_there_is_nothing_to_do(dsn: str) -> None:
+    """Before, the first statement (CREATE SCHEMA IF NOT EXISTS) needed CREATE on the database."""
+    name = f"reader_{uuid.uuid4().hex[:8]}"
+    with connect(dsn, autocommit=True, vector=False) as c:
+        c.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
+        )
+    try:
+        result = invoke(make_conninfo(dsn, user=name), "db", "upgrade")
+    finally:
+        drop_roles(dsn, [name])
+    assert result.exit_code == 0, result.output
+    assert f"Schema at revision {migrate.head()}" in result.output
+
+
+def test_a_missing_vector_extension_is_named(dsn: str) -> None:
+    with connect(dsn, autocommit=True) as c:
+        corpora.create_corpus(c, "docs", model="m", dim=3, lexical=None)
+        c.execute("DROP EXTENSION vector CASCADE")
+    result = invoke(dsn, "search", "docs", '"x"')
+    assert isinstance(result.exception, SchemaError)
+    assert "the vector extension is not" in str(result.exception)
+
+
+def test_a_reader_search_skips_the_term_cache_without_a_word(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader's search stores no new term vectors (it may not), and says nothing about it:
+    before, psycopg logged "error ignored terminating <Pipeline ...>" on stderr."""
+    from pglogic.store.term_cache import remember_term_vectors
+
+    name = f"reader_{uuid.uuid4().hex[:8]}"
+    with connect(dsn, autocommit=True) as c:
+        corpora.create_corpus(c, "docs", model="m", dim=3, lexical=None)
+        c.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
+        )
+    try:
+        with connect(make_conninfo(dsn, user=name)) as reader:
+            corpus = corpora.get_corpus(reader, "docs")
+            with caplog.at_level("WARNING"):
+                written = remember_term_vectors(
+                    reader, corpus, {"a": [1.0, 0, 0], "b": [0, 1.0, 0]}
+                )
+    finally:
+        drop_roles(dsn, [name])
+    assert written == 0
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]

@@ -41,6 +41,13 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
     migrate.check_revision(revision)
     api.upgrade(revision)
     console.print(f"Schema at revision {migrate.current(api.dsn)}")
+    if not migrate.reader_role_exists(api.dsn):
+        console.print(
+            "Note: the role pglogic_reader does not exist (this role may not create roles), so "
+            "no read-only grants were made: a superuser runs CREATE ROLE pglogic_reader "
+            "NOLOGIN, then pglogic db grants",
+            markup=False,
+        )
 
 
 @db.command(

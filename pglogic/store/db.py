@@ -186,17 +186,39 @@ def permission_message(exc: psycopg.Error, dsn: str | None = None) -> str:
     name = denied.group("name").strip('"') if denied else ""
     qualified = name if "." in name or kind in ("schema", "database") else f"pglogic.{name}"
     role, owner, missing = "this role", "its owner", list(_PRIVILEGES.get(kind, ()))
+    reader = False
     if dsn is not None:
         with (
             contextlib.suppress(psycopg.Error, DatabaseUnavailable),
             connect(dsn, autocommit=True, vector=False) as conn,
         ):
             role = str(_one(conn, sql.SQL("SELECT current_user"), ()))
+            reader = bool(
+                _one(
+                    conn,
+                    sql.SQL(
+                        "SELECT pg_has_role(current_user, r.oid, 'MEMBER') AND NOT "
+                        "has_schema_privilege('pglogic', 'CREATE') FROM pg_roles r "
+                        "WHERE r.rolname = 'pglogic_reader'"
+                    ),
+                    (),
+                )
+            )
             found = _owner(conn, kind, qualified)
             owner = found or owner
             if kind in _CHECK and found:
                 check = sql.SQL("SELECT {}(%s, %s)").format(sql.Identifier(_CHECK[kind]))
                 missing = [p for p in missing if not _one(conn, check, (qualified, p))]
+    if "create extension" in primary:
+        return (
+            f"Role {role} may not create the vector extension ({primary}): a superuser runs "
+            "CREATE EXTENSION vector in this database once, then this works"
+        )
+    if reader and kind != "database":
+        return (
+            f"Role {role} is a member of pglogic_reader, which may search but not change "
+            f"pglogic ({primary}): run this as {owner}, the owner of pglogic's objects"
+        )
     if owned:
         return (
             f"Role {role} must own {kind} {qualified} for this ({primary}): run it as {owner}, "
@@ -266,9 +288,18 @@ def require_schema(conn: Connection) -> None:
     Example:
         >>> require_schema(conn)  # doctest: +SKIP
     """
-    row = conn.execute("SELECT to_regclass('pglogic.corpora') IS NOT NULL").fetchone()
+    row = conn.execute(
+        "SELECT to_regclass('pglogic.corpora') IS NOT NULL,"
+        " EXISTS (SELECT FROM pg_extension WHERE extname = 'vector')"
+    ).fetchone()
     if not row or not row[0]:
         raise SchemaError("The pglogic schema is not installed here; run 'pglogic db upgrade'")
+    if not row[1]:
+        raise SchemaError(
+            "The pglogic schema is here but the vector extension is not (a restore of a "
+            "-n pglogic dump without it?): a superuser runs CREATE EXTENSION vector, then "
+            "restores the corpus tables"
+        )
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -349,6 +349,19 @@ def installed_corpora(dsn: str) -> list[tuple[str, int]]:
     return out
 
 
+def reader_role_exists(dsn: str) -> bool:
+    """Whether the cluster has the read-only role ``pglogic_reader`` (a migrator without
+    CREATEROLE skips it, with a warning only the server log keeps).
+
+    Example:
+        >>> reader_role_exists("postgresql:///mydb")  # doctest: +SKIP
+        True
+    """
+    with connect(dsn, autocommit=True, vector=False) as conn:
+        row = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'").fetchone()
+    return row is not None
+
+
 def apply_grants(dsn: str) -> int:
     """Create the read-only role ``pglogic_reader`` if missing and grant it what searching needs
     on this database (``sql/reader.sql``, as the migrations do); return the number of tables of

@@ -153,14 +153,16 @@ def remember_term_vectors(conn: Connection, corpus: Corpus, vectors: dict[str, A
     """
     if not vectors:
         return 0
+    # One statement (not executemany, whose pipeline logs a warning when a reader is refused).
     stmt = sql.SQL(
-        "INSERT INTO {} (model, term, embedding) VALUES (%s, %s, %s::vector) "
-        "ON CONFLICT (model, term) DO NOTHING"
+        "INSERT INTO {} (model, term, embedding) SELECT %s, t, v::vector"
+        " FROM unnest(%s::text[], %s::text[]) AS x(t, v) ON CONFLICT (model, term) DO NOTHING"
     ).format(TABLE)
-    rows = [(corpus.model, t, vector_literal(v)) for t, v in vectors.items()]
+    terms = list(vectors)
+    literals = [vector_literal(vectors[t]) for t in terms]
     try:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.executemany(stmt, rows)
+        with conn.transaction():
+            cur = conn.execute(stmt, (corpus.model, terms, literals))
             return max(0, cur.rowcount)
     except (
         errors.InsufficientPrivilege,
