@@ -59,6 +59,27 @@ def _section(path: list[str], cmd: click.Command) -> str:
     return "\n".join(lines)
 
 
+def _exit_codes() -> str:
+    """The exit status of each error (``pglogic.errors``), by code."""
+    import pglogic.errors as errors
+
+    by_code: dict[int, list[str]] = {}
+    for name, cls in sorted(inspect.getmembers(errors, inspect.isclass)):
+        if issubclass(cls, errors.PglogicError) and cls is not errors.PglogicError:
+            by_code.setdefault(cls.exit_code, []).append(name)
+    rows = [
+        "| 0 | success |",
+        "| 1 | aborted at a confirmation prompt, or an unexpected error (a traceback) |",
+        *(f"| {code} | {', '.join(names)} |" for code, names in sorted(by_code.items())),
+        "| 130 | interrupted (Ctrl-C) |",
+    ]
+    return "\n".join(
+        ["## Exit status", "", "Errors print one sentence (`Error: ...`) on stderr and exit with the"
+         " code of their kind (`pglogic.errors`); click's own usage errors exit 2.", "",
+         "| code | meaning |", "|---|---|", *rows, ""]
+    )  # fmt: skip
+
+
 def reference() -> str:
     """The whole reference as Markdown, one section per command, in the order of the tree.
 
@@ -66,7 +87,8 @@ def reference() -> str:
         >>> reference().startswith("# CLI reference")
         True
     """
-    return _HEADER + "\n" + "\n".join(_section(p, c) for p, c in _walk(cli, ["pglogic"]))
+    sections = [_section(p, c) for p, c in _walk(cli, ["pglogic"])]
+    return _HEADER + "\n" + _exit_codes() + "\n" + "\n".join(sections)
 
 
 if __name__ == "__main__":
