@@ -33,6 +33,15 @@ V = {
 }
 
 
+def invoke_cli(*args: str) -> Any:
+    """``pglogic ARGS`` in this process (click's runner): the model loads once for all."""
+    from click.testing import CliRunner
+
+    from pglogic.cli import cli
+
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
 def test_geometric_and_is_the_normalised_sum() -> None:
     q = geometric_vector(parse('"a" AND "c"'), V)
     assert np.allclose(q, np.array([1, 0, 1]) / np.sqrt(2), atol=1e-6)
@@ -178,12 +187,12 @@ def test_single_vector_query_is_plain_top_k(
 @pytest.mark.model
 def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "limit"
-    res = run_cli(
+    res = invoke_cli(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--out", str(out),
         "--per-template", "2", "--max-given", "10", "--family", "product-max-strong", "--family", "itlr",
         "--mode", "nsfl", "--mode", "sqo-rerank", "--calibration", "unsupervised",
     )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    assert res.exit_code == 0, res.output
     assert "Wrote" in res.stdout
     data = json.loads((out / "results.json").read_text())
     assert data["documents"] == 46
@@ -234,26 +243,30 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
 def test_calibrate_then_eval_with_the_fitted_truth_map(
     dsn: str, shared_data: Path, tmp_path: Path
 ) -> None:
+    """In-process (click's runner): the three commands share one loaded model."""
+
+    def run(*args: str) -> Any:
+        return invoke_cli("--dsn", dsn, *args)
+
     limit = str(shared_data / "limit_small")
-    res = run_cli("--dsn", dsn, "calibrate", limit, "--json")
-    assert res.returncode == 0, res.stderr
-    fit = json.loads(res.stdout)
+    res = run("calibrate", limit, "--json")
+    assert res.exit_code == 0, res.output
+    fit = json.loads(res.stdout.strip().splitlines()[-1])
     assert fit["method"] == "logistic" and fit["lam"] > 0 and 0.5 < fit["auc"] <= 1.0
     assert fit["n_pairs"] > 2000  # 1,000 labels x 2 documents, 10 negatives each
     assert fit["truth"].startswith("sigmoid:")
     out = tmp_path / "cal"
-    res = run_cli(
-        "--dsn", dsn, "eval", limit, "--out", str(out), "--per-template", "1",
-        "--max-given", "0", "--family", "product-max", "--truth", fit["truth"], "--no-plots",
-        "--mode", "none",
+    res = run(
+        "eval", limit, "--out", str(out), "--per-template", "1", "--max-given", "0",
+        "--family", "product-max", "--truth", fit["truth"], "--no-plots", "--mode", "none",
     )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    assert res.exit_code == 0, res.output
     data = json.loads((out / "results.json").read_text())
     assert data["truth"] == fit["truth"]
     assert f"truth map `{fit['truth']}`" in (out / "results.md").read_text()
-    res = run_cli("--dsn", dsn, "calibrate", limit, "--unsupervised", "--json")
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["method"] == "corpus"
+    res = run("calibrate", limit, "--unsupervised", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["method"] == "corpus"
 
 
 @pytest.mark.slow
