@@ -178,45 +178,38 @@ def _run_sql(operations: Operations, operation: RunSqlOp) -> None:
     _apply(operations, operation.script)
 
 
-@Operations.register_operation("run_sql_file")
-class RunSqlFileOp(MigrateOperation):
-    """``op.run_sql_file("0017_search.sql")``: a revision's frozen SQL."""
+class SqlFileOp(MigrateOperation):
+    """``op.run_sql_file("0017_search.sql")``: a revision's frozen SQL; in its downgrade,
+    ``op.restore_sql_file("0017_search.sql")``: what the revisions before it installed for the
+    same statements."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, restore: bool) -> None:
         self.name = name
+        self.restore = restore
 
     @classmethod
     def run_sql_file(cls, operations: Operations, name: str) -> Any:
-        return operations.invoke(cls(name))
-
-
-@Operations.implementation_for(RunSqlFileOp)
-def _run_sql_file(operations: Operations, operation: RunSqlFileOp) -> None:
-    if config.attributes.get("snapshot"):
-        head = operation.name[5:]
-        if head not in _SNAPSHOT:
-            _SNAPSHOT.append(head)
-        return
-    revision, name = operation.name[:4], operation.name[5:]
-    _apply(operations, sqlfiles().applied(name, revision))
-
-
-@Operations.register_operation("restore_sql_file")
-class RestoreSqlFileOp(MigrateOperation):
-    """``op.restore_sql_file("0017_search.sql")``: undo that file (in the downgrade)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+        return operations.invoke(cls(name, restore=False))
 
     @classmethod
     def restore_sql_file(cls, operations: Operations, name: str) -> Any:
-        return operations.invoke(cls(name))
+        return operations.invoke(cls(name, restore=True))
 
 
-@Operations.implementation_for(RestoreSqlFileOp)
-def _restore_sql_file(operations: Operations, operation: RestoreSqlFileOp) -> None:
+Operations.register_operation("run_sql_file")(SqlFileOp)
+Operations.register_operation("restore_sql_file")(SqlFileOp)
+
+
+@Operations.implementation_for(SqlFileOp)
+def _sql_file(operations: Operations, operation: SqlFileOp) -> None:
     revision, name = operation.name[:4], operation.name[5:]
-    _apply(operations, sqlfiles().restore(name, revision))
+    if operation.restore:
+        _apply(operations, sqlfiles().restore(name, revision))
+    elif config.attributes.get("snapshot"):  # the head's file follows the last revision
+        if name not in _SNAPSHOT:
+            _SNAPSHOT.append(name)
+    else:
+        _apply(operations, sqlfiles().applied(name, revision))
 
 
 @Operations.register_operation("keep_rows")
@@ -237,7 +230,8 @@ def _keep_rows(operations: Operations, operation: KeepRowsOp) -> None:
     if _to_base():  # all of pglogic goes: nothing to keep
         return
     table, fix = operation.table, operation.fix.replace("'", "''")
-    operations.execute(
+    _apply(
+        operations,
         f"""DO $do$
 DECLARE
     n bigint;
@@ -251,7 +245,7 @@ BEGIN
         END IF;
     END IF;
 END
-$do$;"""
+$do$;""",
     )
 
 
@@ -282,7 +276,8 @@ def _cascade() -> bool:
 @Operations.implementation_for(DropSchemaOp)
 def _drop_schema(operations: Operations, operation: DropSchemaOp) -> None:
     if not _cascade():
-        operations.execute(
+        _apply(
+            operations,
             f"""DO $do$
 DECLARE
     found text;
@@ -295,14 +290,15 @@ BEGIN
                          '(pglogic db downgrade base --cascade; alembic -x cascade=true)';
     END IF;
 END
-$do$;"""
+$do$;""",
         )
     # The version table moves aside while the schema goes, so that Alembic can record base.
-    operations.execute(
+    _apply(
+        operations,
         "CREATE SCHEMA pglogic_base_downgrade;\n"
         f"ALTER TABLE {QUALIFIED} SET SCHEMA pglogic_base_downgrade;\n"
         "DROP SCHEMA pglogic CASCADE;\n"
-        "ALTER SCHEMA pglogic_base_downgrade RENAME TO pglogic;"
+        "ALTER SCHEMA pglogic_base_downgrade RENAME TO pglogic;",
     )
 
 

@@ -22,6 +22,7 @@ Imports nothing from pglogic (the migrations never do).
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Iterable
@@ -145,9 +146,15 @@ def resolved(name: str, upto: str | None = None) -> dict[str, Statement]:
     """
     out: dict[str, Statement] = {}
     for path in _revision_files(name, upto):
-        for s in parse(path.read_text(encoding="utf-8")):
+        for s in _frozen(path):
             out[s.key] = s
     return out
+
+
+@functools.cache
+def _frozen(path: Path) -> tuple[Statement, ...]:
+    """A frozen file's statements (parsed once: frozen files never change)."""
+    return tuple(parse(path.read_text(encoding="utf-8")))
 
 
 def delta(name: str, revision: str, head: str | None = None) -> str:
@@ -196,7 +203,7 @@ def applied(name: str, revision: str) -> str:
     text = (FROZEN / f"{revision}_{name}").read_text(encoding="utf-8")
     if not _revision_files(name, f"{int(revision) - 1:04d}"):
         return text  # the first revision of the file: all of it
-    own = parse(text)
+    own = _frozen(FROZEN / f"{revision}_{name}")
     dos = [s for k, s in resolved(name, revision).items() if k.startswith("do ")]
     body = [s for s in own if not s.key.startswith("do ")]
     return "\n\n".join(s.render() for s in [*dos[:1], *body, *dos[1:]]) + "\n"
@@ -213,7 +220,7 @@ def restore(name: str, revision: str) -> str:
     """
     path = FROZEN / f"{revision}_{name}"
     before = resolved(name, f"{int(revision) - 1:04d}")
-    keys = _with_comments({s.key for s in parse(path.read_text(encoding="utf-8"))}, before.values())
+    keys = _with_comments({s.key for s in _frozen(path)}, before.values())
     body = [s for k, s in before.items() if k in keys and not k.startswith("do ")]
     if not body:
         return ""

@@ -198,8 +198,8 @@ def permission_message(exc: psycopg.Error, dsn: str | None = None) -> str:
                     conn,
                     sql.SQL(
                         "SELECT pg_has_role(current_user, r.oid, 'MEMBER') AND NOT "
-                        "has_schema_privilege('pglogic', 'CREATE') FROM pg_roles r "
-                        "WHERE r.rolname = 'pglogic_reader'"
+                        "has_schema_privilege(to_regnamespace('pglogic')::oid, 'CREATE') "
+                        "FROM pg_roles r WHERE r.rolname = 'pglogic_reader'"
                     ),
                     (),
                 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,18 +316,20 @@ def _embeddings(conn: Connection, corpus: Corpus) -> list[tuple[int, str, str | 
     ]
 
 
-def own_index_names(conn: Connection, corpus: Corpus) -> set[str]:
+def own_index_names(corpus: Corpus, columns: Sequence[str]) -> set[str]:
     """The names pglogic gives the indexes it builds on ``corpus``'s tables (HNSW per embedding
     column, with the ``_new`` / ``_old`` of a rebuild; the metadata GIN index; the lexical GIN
     index; the passages' HNSW indexes). Repairs and swaps touch no other index: a DBA's own
     indexes on a corpus table, valid or not, are left alone.
 
+    ``columns``: the corpus's embedding columns.
+
     Example:
-        >>> sorted(own_index_names(conn, corpus))[:2]  # doctest: +SKIP
+        >>> sorted(own_index_names(corpus, ["embedding"]))[:2]  # doctest: +SKIP
         ['corpus_1_embedding_hnsw', 'corpus_1_embedding_hnsw_new']
     """
     names = {metadata_index_name(corpus), lexical_index_name(corpus)}
-    for _, column, _, _ in _embeddings(conn, corpus):
+    for column in columns:
         for base in (hnsw_name(corpus, column), passage_index_name(corpus, column)):
             names.update((base, f"{base}_new", f"{base}_old"))
     return names
@@ -354,9 +356,10 @@ def repair(conn: Connection, corpus: Corpus, *, note: Note | None = None) -> lis
         done.append(text)
         (note or _ignore)(text)
 
-    own = own_index_names(conn, corpus)
+    embeddings = _embeddings(conn, corpus)
+    own = own_index_names(corpus, [e[1] for e in embeddings])
     _drop_invalid(conn, _indexes(conn, corpus), own, say, note)
-    for emb_id, column, index_name, index_params in _embeddings(conn, corpus):
+    for emb_id, column, index_name, index_params in embeddings:
         name = hnsw_name(corpus, column)
         indexes = _indexes(conn, corpus)
         if f"{name}_old" in indexes:

@@ -23,7 +23,7 @@ from psycopg import errors, sql
 
 from pglogic.errors import InvalidInput, SchemaError
 from pglogic.resources import resource_dir
-from pglogic.store.db import connect, require_vector_available
+from pglogic.store.db import connect, require_schema, require_vector_available
 
 if TYPE_CHECKING:  # Alembic and SQLAlchemy load when a migration runs, not to check the revision
     from alembic.config import Config
@@ -358,7 +358,11 @@ def reader_role_exists(dsn: str) -> bool:
         True
     """
     with connect(dsn, autocommit=True, vector=False) as conn:
-        row = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'").fetchone()
+        return _has_reader(conn)
+
+
+def _has_reader(conn: Any) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'").fetchone()
     return row is not None
 
 
@@ -375,8 +379,7 @@ def apply_grants(dsn: str) -> int:
 
     script = (resource_dir("sql") / "reader.sql").read_text(encoding="utf-8")
     with connect(dsn, autocommit=True, vector=False) as conn:
-        if conn.execute("SELECT to_regclass('pglogic.corpora')").fetchone() == (None,):
-            raise SchemaError("The pglogic schema is not installed here; run 'pglogic db upgrade'")
+        require_schema(conn)
         who = conn.execute(
             "SELECT current_user, nspowner::regrole::text, pg_has_role(nspowner, 'USAGE')"
             " OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
@@ -393,8 +396,7 @@ def apply_grants(dsn: str) -> int:
             from pglogic.store.db import permission_message
 
             raise PermissionDenied(permission_message(exc, dsn)) from exc
-        role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader'").fetchone()
-        if role is None:
+        if not _has_reader(conn):
             user = conn.execute("SELECT current_user").fetchone()
             raise PermissionDenied(
                 f"Role {user[0] if user else '?'} may not create roles: a superuser (or a role "
