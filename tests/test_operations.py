@@ -47,10 +47,15 @@ def invoke(dsn: str, *args: str) -> Any:
 
 
 @pytest.fixture
-def role() -> Iterator[list[str]]:
-    """Names of roles a test creates; dropped (with what they own) afterwards."""
-    made: list[str] = []
-    yield made
+def reader(dsn: str) -> Iterator[str]:
+    """A login role in pglogic_reader on ``dsn``'s server (dropped afterwards): its name."""
+    name = f"reader_{uuid.uuid4().hex[:8]}"
+    with connect(dsn, autocommit=True, vector=False) as c:
+        c.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
+        )
+    yield name
+    drop_roles(dsn, [name])
 
 
 def drop_roles(dsn: str, roles: list[str]) -> None:
@@ -200,7 +205,7 @@ def test_index_repair_touches_only_pglogic_indexes(dsn: str) -> None:
 # -- roles and grants ----------------------------------------------------------------------------
 
 
-def test_db_grants_reapplies_the_reader_grants(dsn: str) -> None:
+def test_db_grants_reapplies_the_reader_grants(dsn: str, reader: str) -> None:
     with connect(dsn, autocommit=True) as c:
         corpus = corpora.create_corpus(c, "docs", model="m", dim=3, lexical=None)
         table = f"pglogic.{corpus.table_name}"
@@ -217,34 +222,19 @@ def test_db_grants_reapplies_the_reader_grants(dsn: str) -> None:
             (table, table),
         ).fetchone()
     assert row == (True, True, False)
-    name = f"reader_{uuid.uuid4().hex[:8]}"  # a reader's GRANT would grant nothing: refused
-    with connect(dsn, autocommit=True, vector=False) as c:
-        c.execute(
-            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
-        )
-    try:
-        result = invoke(make_conninfo(dsn, user=name), "db", "grants")
-    finally:
-        drop_roles(dsn, [name])
+    result = invoke(make_conninfo(dsn, user=reader), "db", "grants")  # it would grant nothing
     assert isinstance(result.exception, PermissionDenied)
-    assert str(result.exception).startswith(f"Role {name} cannot grant on schema pglogic")
+    assert str(result.exception).startswith(f"Role {reader} cannot grant on schema pglogic")
 
 
-def test_a_reader_gets_one_sentence_naming_the_privilege(dsn: str) -> None:
-    name = f"reader_{uuid.uuid4().hex[:8]}"
+def test_a_reader_gets_one_sentence_naming_the_privilege(dsn: str, reader: str) -> None:
     with connect(dsn, autocommit=True, vector=False) as c:
-        c.execute(
-            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
-        )
         owner = c.execute("SELECT current_user").fetchone()
-    try:
-        out = run_cli("--dsn", make_conninfo(dsn, user=name), "corpus", "create", "news",
-                      "--model", "all-MiniLM-L6-v2")  # fmt: skip
-    finally:
-        drop_roles(dsn, [name])
+    out = run_cli("--dsn", make_conninfo(dsn, user=reader), "corpus", "create", "news",
+                  "--model", "all-MiniLM-L6-v2")  # fmt: skip
     assert out.returncode != 0
     assert "Traceback" not in out.stderr
-    assert out.stderr.startswith(f"Error: Role {name} is a member of pglogic_reader, which may ")
+    assert out.stderr.startswith(f"Error: Role {reader} is a member of pglogic_reader, which may ")
     assert "(permission denied for table corpora)" in out.stderr
     assert f"run this as {owner[0] if owner else ''}, the owner" in out.stderr
 
@@ -361,17 +351,9 @@ def test_a_corpus_whose_table_is_missing_is_named(dsn: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_a_reader_may_run_db_upgrade_when_there_is_nothing_to_do(dsn: str) -> None:
+def test_a_reader_may_run_db_upgrade_when_there_is_nothing_to_do(dsn: str, reader: str) -> None:
     """Before, the first statement (CREATE SCHEMA IF NOT EXISTS) needed CREATE on the database."""
-    name = f"reader_{uuid.uuid4().hex[:8]}"
-    with connect(dsn, autocommit=True, vector=False) as c:
-        c.execute(
-            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
-        )
-    try:
-        result = invoke(make_conninfo(dsn, user=name), "db", "upgrade")
-    finally:
-        drop_roles(dsn, [name])
+    result = invoke(make_conninfo(dsn, user=reader), "db", "upgrade")
     assert result.exit_code == 0, result.output
     assert f"Schema at revision {migrate.head()}" in result.output
 
@@ -386,26 +368,17 @@ def test_a_missing_vector_extension_is_named(dsn: str) -> None:
 
 
 def test_a_reader_search_skips_the_term_cache_without_a_word(
-    dsn: str, caplog: pytest.LogCaptureFixture
+    dsn: str, reader: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A reader's search stores no new term vectors (it may not), and says nothing about it:
     before, psycopg logged "error ignored terminating <Pipeline ...>" on stderr."""
     from pglogic.store.term_cache import remember_term_vectors
 
-    name = f"reader_{uuid.uuid4().hex[:8]}"
     with connect(dsn, autocommit=True) as c:
         corpora.create_corpus(c, "docs", model="m", dim=3, lexical=None)
-        c.execute(
-            sql.SQL("CREATE ROLE {} LOGIN IN ROLE pglogic_reader").format(sql.Identifier(name))
-        )
-    try:
-        with connect(make_conninfo(dsn, user=name)) as reader:
-            corpus = corpora.get_corpus(reader, "docs")
-            with caplog.at_level("WARNING"):
-                written = remember_term_vectors(
-                    reader, corpus, {"a": [1.0, 0, 0], "b": [0, 1.0, 0]}
-                )
-    finally:
-        drop_roles(dsn, [name])
+    with connect(make_conninfo(dsn, user=reader)) as conn:
+        corpus = corpora.get_corpus(conn, "docs")
+        with caplog.at_level("WARNING"):
+            written = remember_term_vectors(conn, corpus, {"a": [1.0, 0, 0], "b": [0, 1.0, 0]})
     assert written == 0
     assert not [r for r in caplog.records if r.name.startswith("psycopg")]
