@@ -23,7 +23,7 @@ application at any schema revision sends), :func:`python_rankings` through
 to a tolerance).
 
 Used by ``tests/test_upgrade_live.py`` and ``tests/test_backup_restore.py`` (with
-:func:`small_data`), and by ``bench/upgrade_live.py`` and ``bench/backup_restore.py`` (with
+:func:`small_data`), and by ``bench/correctness/upgrade_live.py`` and ``bench/correctness/backup_restore.py`` (with
 larger data of their own). Not a test module: pytest collects nothing here.
 
 Example (a live database ``dsn`` at head)::

@@ -28,7 +28,7 @@ k 10 and 100; lexical terms, cached terms, a calibrated truth, a filter, exact) 
 source's ids and scores (to 1e-9) through the SQL function and through
 :func:`pglogic.store.search.search`.
 
-The helpers are also the body of ``bench/backup_restore.py`` (100,000 documents, 1,000
+The helpers are also the body of ``bench/correctness/backup_restore.py`` (100,000 documents, 1,000
 queries), which imports them from here and from ``tests/every_table.py``: tests never import
 bench/.
 """

@@ -1,7 +1,7 @@
 """Distributed corpora on a real Citus cluster, and the refusals on a server without Citus.
 
 The cluster tests run whenever ``PGLOGIC_CITUS_DSN`` names a Citus coordinator's database with
-workers (``bench/citus/cluster.py start`` makes a local one: a coordinator and two workers);
+workers (``bench/perf/citus/cluster.py start`` makes a local one: a coordinator and two workers);
 otherwise, in CI too, they are skipped with that reason (the only skip besides the local LLM's).
 They migrate that database and make corpora with unique names, dropped afterwards. The refusals
 run on the embedded server like every database test.
@@ -41,12 +41,12 @@ from pglogic.store.db import connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
 from pglogic.store.search import search
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process
 
 CITUS_DSN = os.environ.get("PGLOGIC_CITUS_DSN")
 NO_CLUSTER = (
     "no Citus cluster: set PGLOGIC_CITUS_DSN to a coordinator's DSN "
-    "(bench/citus/cluster.py start makes one)"
+    "(bench/perf/citus/cluster.py start makes one)"
 )
 DIM = 16
 N = 400
@@ -349,16 +349,15 @@ def test_distribute_an_existing_corpus(cconn: psycopg.Connection[Any]) -> None:
     assert stats.unchanged == 3
 
 
-@pytest.mark.slow
 def test_cli_creates_and_shows_a_distributed_corpus(citus_dsn: str) -> None:
     name = _name("cli")
     try:
-        out = run_cli(
+        out = cli_in_process(
             "--dsn", citus_dsn, "corpus", "create", name, "--distributed", "--shards", "2"
         )
         assert out.returncode == 0, out.stderr
         assert "384-d, cosine, distributed)" in out.stdout
-        out = run_cli("--dsn", citus_dsn, "corpus", "show", name)
+        out = cli_in_process("--dsn", citus_dsn, "corpus", "show", name)
         assert "citus: 2 shards on 2 nodes, by external_id" in " ".join(out.stdout.split())
     finally:
         with connect(citus_dsn) as conn:
@@ -383,12 +382,11 @@ def test_distributed_needs_citus(conn: psycopg.Connection[Any]) -> None:
         create_corpus(conn, "other", model="fixed", dim=DIM, distributed=True, shards=0)
 
 
-@pytest.mark.slow
 def test_cli_refuses_distributed_without_citus(dsn: str) -> None:
-    out = run_cli("--dsn", dsn, "corpus", "create", "news", "--distributed")
+    out = cli_in_process("--dsn", dsn, "corpus", "create", "news", "--distributed")
     assert out.returncode == 3, out.stderr
     assert " ".join(out.stderr.split()).startswith(
         "Error: Cannot create distributed corpus 'news': the database has no citus extension"
     ), out.stderr
-    out = run_cli("--dsn", dsn, "corpus", "create", "news", "--shards", "4")
+    out = cli_in_process("--dsn", dsn, "corpus", "create", "news", "--shards", "4")
     assert out.returncode == 2 and "--shards needs --distributed" in out.stderr

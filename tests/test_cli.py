@@ -9,7 +9,7 @@ import click
 import pytest
 
 from pglogic.cli import cli
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process, run_cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -68,7 +68,7 @@ def test_password_is_not_printed() -> None:
 @pytest.mark.model
 def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
     def ok(*args: str) -> str:
-        out = run_cli("--dsn", dsn, *args)
+        out = cli_in_process("--dsn", dsn, *args)
         assert out.returncode == 0, out.stderr
         return str(out.stdout)
 
@@ -96,7 +96,7 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
     ]
     assert hits[0]["id"] == "d0" and set(hits[0]["similarities"]) == {"coffee beans"}
 
-    refused = run_cli("--dsn", dsn, "corpus", "drop", "news", stdin=None, input="")
+    refused = cli_in_process("--dsn", dsn, "corpus", "drop", "news", input="")
     assert refused.returncode == 2 and "pass --yes" in refused.stderr
     assert "Dropped corpus 'news'" in ok("corpus", "drop", "news", "--yes")
 
@@ -111,10 +111,10 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
         # checked before asking "This can drop data" (and not an exit 3 after it)
         (("db", "downgrade", "nosuchrev"), "Error: Unknown revision 'nosuchrev': pglogic ships"),
     ]:
-        out = run_cli("--dsn", dsn, *args)
+        out = cli_in_process("--dsn", dsn, *args)
         assert out.returncode == 2, out.stderr
         assert out.stderr.startswith(message), out.stderr
         assert "Traceback" not in out.stderr
     ok("corpus", "create", "x")
-    dup = run_cli("--dsn", dsn, "corpus", "create", "x")
+    dup = cli_in_process("--dsn", dsn, "corpus", "create", "x")
     assert dup.returncode == 2 and dup.stderr.startswith("Error: Corpus 'x' already exists")

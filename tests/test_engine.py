@@ -1438,11 +1438,8 @@ JSON_QUERY = '("wheat" OR "corn") AND NOT "soviet union"'
 
 @pytest.fixture(scope="module")
 def cli_searches(engine_dsn: str, reuters: RealCorpus) -> dict[str, Any]:
-    """Run the model-loading ``pglogic search`` commands once, concurrently (each subprocess
-    loads the model: seconds each)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tests.conftest import run_cli
+    """Run the ``pglogic search`` commands once, in this process (the model loads once)."""
+    from tests.conftest import cli_in_process
 
     base = ("--dsn", engine_dsn, "search", "reuters")
     commands = {
@@ -1451,11 +1448,7 @@ def cli_searches(engine_dsn: str, reuters: RealCorpus) -> dict[str, Any]:
         "nsfl": (*base, EXPLAIN_QUERY, "--mode", "nsfl-rerank", "--json", "-k", "5"),
         "sqo": (*base, JSON_QUERY, "--mode", "sqo", "--seed", "3", "--json", "-k", "5"),
     }
-    with ThreadPoolExecutor(len(commands)) as pool:
-        futures = {
-            name: pool.submit(run_cli, *args, env=CLI_ENV) for name, args in commands.items()
-        }
-        return {name: f.result() for name, f in futures.items()}
+    return {name: cli_in_process(*args, env=CLI_ENV) for name, args in commands.items()}
 
 
 @db
@@ -1525,28 +1518,28 @@ def test_cli_search_modes(
     ]
 
 
-@pytest.mark.slow
 def test_cli_compile_modes() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
-    proc = run_cli("compile", '"a" AND NOT "b"', "--mode", "sqo", env=CLI_ENV)
+    proc = cli_in_process("compile", '"a" AND NOT "b"', "--mode", "sqo", env=CLI_ENV)
     assert proc.returncode == 0, proc.stderr
     params = json.loads(proc.stdout.splitlines()[-1].removeprefix("-- parameters: "))
     assert params["vg"] == "<SQO vector: pglogic.engine.sqo.sqo_vector of the term embeddings>"
-    nsfl = run_cli("compile", '"a" OR "b"', "--mode", "nsfl", "--question", "a or b?", env=CLI_ENV)
+    nsfl = cli_in_process(
+        "compile", '"a" OR "b"', "--mode", "nsfl", "--question", "a or b?", env=CLI_ENV
+    )
     assert nsfl.returncode == 0, nsfl.stderr
     params = json.loads(nsfl.stdout.splitlines()[-1].removeprefix("-- parameters: "))
     assert params["v2"] == "<embedding of 'a or b'>" and params["v3"] == "<embedding of 'a or b?'>"
     assert "max(" not in nsfl.stdout and "GREATEST(" in nsfl.stdout
-    bad = run_cli("compile", '"a" OR "b"', "--mode", "fast", env=CLI_ENV)
+    bad = cli_in_process("compile", '"a" OR "b"', "--mode", "fast", env=CLI_ENV)
     assert bad.returncode == 2 and "'fast' is not one of" in bad.stderr
 
 
-@pytest.mark.slow
 def test_cli_compile_prints_settings_and_statement() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
-    proc = run_cli("compile", '"a" AND NOT "b"', env=CLI_ENV)
+    proc = cli_in_process("compile", '"a" AND NOT "b"', env=CLI_ENV)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "SET LOCAL hnsw.ef_search = 400;"  # the guide's scan takes 400 rows
@@ -1568,51 +1561,49 @@ def test_cli_compile_prints_settings_and_statement() -> None:
         "t1": "b",
     }
     assert 'phraseto_tsquery(%(lcfg)s::regconfig, %(t1)s) THEN 0.4 END) AS "s1"' in (proc.stdout)
-    plain = run_cli("compile", '"a" AND NOT "b"', "--not-mention", "0", env=CLI_ENV)
+    plain = cli_in_process("compile", '"a" AND NOT "b"', "--not-mention", "0", env=CLI_ENV)
     assert (
         plain.returncode == 0 and "t1" not in plain.stdout and "THEN 0.4 END)" not in plain.stdout
     )
-    unguided = run_cli("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)
+    unguided = cli_in_process("compile", '"a" AND NOT "b"', "--no-guide", env=CLI_ENV)
     assert unguided.returncode == 0, unguided.stderr
     assert unguided.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 100;"
     assert unguided.stdout.count("MATERIALIZED") == 1 and "vg" not in unguided.stdout
-    both = run_cli("compile", '"a" AND NOT "b"', "--term-scans", env=CLI_ENV)
+    both = cli_in_process("compile", '"a" AND NOT "b"', "--term-scans", env=CLI_ENV)
     assert both.returncode == 0, both.stderr
     assert both.stdout.splitlines()[0] == "SET LOCAL hnsw.ef_search = 200;"
     assert both.stdout.count("MATERIALIZED") == 2  # the term's scan and the guide's
-    terms_only = run_cli("compile", '"a" OR "b"', "--no-term-scans", env=CLI_ENV)
+    terms_only = cli_in_process("compile", '"a" OR "b"', "--no-term-scans", env=CLI_ENV)
     assert terms_only.returncode == 0 and terms_only.stdout.count("MATERIALIZED") == 1
-    exact = run_cli("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
+    exact = cli_in_process("compile", 'NOT "a"', "--exact", "--where", "year>=1990", env=CLI_ENV)
     assert exact.returncode == 0, exact.stderr
     assert "SET LOCAL hnsw" not in exact.stdout and "MATERIALIZED" not in exact.stdout
     assert '"f0": 1990' in exact.stdout
 
 
-@pytest.mark.slow
 def test_cli_syntax_error_prints_caret_and_exits_2() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
-    proc = run_cli("compile", '"a" AND ("b"', env=CLI_ENV)
+    proc = cli_in_process("compile", '"a" AND ("b"', env=CLI_ENV)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == 'Error: Expected ) to close ( at col 9\n  "a" AND ("b"\n          ^\n'
-    refused = run_cli("compile", 'NOT "a" AND NOT "b"', env=CLI_ENV)
+    refused = cli_in_process("compile", 'NOT "a" AND NOT "b"', env=CLI_ENV)
     assert refused.returncode == 2
     assert "Traceback" not in refused.stderr
     assert " ".join(refused.stderr.split()) == f"Error: {NEGATED_ONLY_MESSAGE}"
 
 
-@pytest.mark.slow
 def test_cli_errors_are_not_wrapped() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
     query = '"a long term number one" AND "another fairly long term" OR "third term" AND ("oops"'
-    proc = run_cli("compile", query, env={"NO_COLOR": "1"})
+    proc = cli_in_process("compile", query, env={"NO_COLOR": "1"})
     col = query.index("(") + 1
     assert proc.stderr == (
         f"Error: Expected ) to close ( at col {col}\n  {query}\n  {' ' * (col - 1)}^\n"
     )
-    refused = run_cli("compile", 'NOT "a"', env={"NO_COLOR": "1"})
+    refused = cli_in_process("compile", 'NOT "a"', env={"NO_COLOR": "1"})
     assert refused.stderr == f"Error: {NEGATED_ONLY_MESSAGE}\n"
 
 

@@ -22,7 +22,7 @@ from pglogic.store.db import connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
 from pglogic.store.search import execute
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process
 
 # -- geometric baseline (pure) -----------------------------------------------------------------
 
@@ -31,15 +31,6 @@ V = {
     "b": np.array([0.6, 0.8, 0.0]),
     "c": np.array([0.0, 0.0, 1.0]),
 }
-
-
-def invoke_cli(*args: str) -> Any:
-    """``pglogic ARGS`` in this process (click's runner): the model loads once for all."""
-    from click.testing import CliRunner
-
-    from pglogic.cli import cli
-
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_geometric_and_is_the_normalised_sum() -> None:
@@ -187,12 +178,12 @@ def test_single_vector_query_is_plain_top_k(
 @pytest.mark.model
 def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "limit"
-    res = invoke_cli(
+    res = cli_in_process(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--out", str(out),
         "--per-template", "2", "--max-given", "10", "--family", "product-max-strong", "--family", "itlr",
         "--mode", "nsfl", "--mode", "sqo-rerank", "--calibration", "unsupervised",
     )  # fmt: skip
-    assert res.exit_code == 0, res.output
+    assert res.returncode == 0, res.stderr
     assert "Wrote" in res.stdout
     data = json.loads((out / "results.json").read_text())
     assert data["documents"] == 46
@@ -243,14 +234,14 @@ def test_eval_limit_small_end_to_end(dsn: str, shared_data: Path, tmp_path: Path
 def test_calibrate_then_eval_with_the_fitted_truth_map(
     dsn: str, shared_data: Path, tmp_path: Path
 ) -> None:
-    """In-process (click's runner): the three commands share one loaded model."""
+    """The three commands share one loaded model."""
 
     def run(*args: str) -> Any:
-        return invoke_cli("--dsn", dsn, *args)
+        return cli_in_process("--dsn", dsn, *args)
 
     limit = str(shared_data / "limit_small")
     res = run("calibrate", limit, "--json")
-    assert res.exit_code == 0, res.output
+    assert res.returncode == 0, res.stderr
     fit = json.loads(res.stdout.strip().splitlines()[-1])
     assert fit["method"] == "logistic" and fit["lam"] > 0 and 0.5 < fit["auc"] <= 1.0
     assert fit["n_pairs"] > 2000  # 1,000 labels x 2 documents, 10 negatives each
@@ -260,49 +251,46 @@ def test_calibrate_then_eval_with_the_fitted_truth_map(
         "eval", limit, "--out", str(out), "--per-template", "1", "--max-given", "0",
         "--family", "product-max", "--truth", fit["truth"], "--no-plots", "--mode", "none",
     )  # fmt: skip
-    assert res.exit_code == 0, res.output
+    assert res.returncode == 0, res.stderr
     data = json.loads((out / "results.json").read_text())
     assert data["truth"] == fit["truth"]
     assert f"truth map `{fit['truth']}`" in (out / "results.md").read_text()
     res = run("calibrate", limit, "--unsupervised", "--json")
-    assert res.exit_code == 0, res.output
+    assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1])["method"] == "corpus"
 
 
-@pytest.mark.slow
 def test_eval_rejects_a_bad_truth_map(tmp_path: Path) -> None:
-    res = run_cli("eval", str(tmp_path), "--truth", "sigmoid:0.2:-1")
+    res = cli_in_process("eval", str(tmp_path), "--truth", "sigmoid:0.2:-1")
     assert res.returncode != 0
     assert "A sigmoid truth map needs a finite tau and lambda > 0" in res.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--per-template", "--max-given"])
 def test_eval_rejects_negative_counts(option: str, tmp_path: Path) -> None:
-    res = run_cli("eval", str(tmp_path), option, "-1")
+    res = cli_in_process("eval", str(tmp_path), option, "-1")
     assert res.returncode == 2
     assert "-1 is not in the range x>=0" in res.stderr
 
 
 @pytest.mark.db
 def test_eval_rejects_a_directory_without_a_corpus(dsn: str, tmp_path: Path) -> None:
-    res = run_cli("--dsn", dsn, "eval", str(tmp_path))
+    res = cli_in_process("--dsn", dsn, "eval", str(tmp_path))
     assert res.returncode != 0
     assert "corpus.jsonl" in res.stderr
 
 
-@pytest.mark.slow
 def test_eval_rejects_a_bad_calibration_before_loading(tmp_path: Path) -> None:
-    res = run_cli("eval", str(tmp_path), "--calibration", "sigmoid:x:1")
+    res = cli_in_process("eval", str(tmp_path), "--calibration", "sigmoid:x:1")
     assert res.returncode != 0
     assert "Invalid truth map 'sigmoid:x:1'" in res.stderr
-    res = run_cli("eval", str(tmp_path), "--mode", "nsfl-fast")
+    res = cli_in_process("eval", str(tmp_path), "--mode", "nsfl-fast")
     assert res.returncode == 2 and "'nsfl-fast' is not one of" in res.stderr
 
 
 @pytest.mark.db
 def test_eval_stored_calibration_must_exist(dsn: str, shared_data: Path) -> None:
-    res = run_cli(
+    res = cli_in_process(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--calibration", "stored"
     )  # fmt: skip
     assert res.returncode != 0

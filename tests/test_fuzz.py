@@ -2,7 +2,7 @@
 
 Only pglogic's documented errors may come out: :class:`~pglogic.errors.PglogicError` subclasses
 in Python (a syntax error with a column inside the query), SQLSTATEs 22023/42704/22P02/22000 from
-``pglogic.search_plan``. ``bench/reliability.py`` runs the same checks at 100,000 strings and
+``pglogic.search_plan``. ``bench/correctness/reliability.py`` runs the same checks at 100,000 strings and
 10,000 JSON values; these run a few hundred of each.
 """
 

@@ -15,22 +15,18 @@ import re
 import subprocess
 import sys
 import sysconfig
-import uuid
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic.script import ScriptDirectory
 
 from pglogic.errors import InvalidInput
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.db import connect
-from tests.conftest import Server
+from tests.conftest import Server, database_at, revisions
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "sql" / "install.sql"
@@ -108,27 +104,6 @@ def functions(dsn: str) -> dict[str, tuple[str, str | None]]:
     return {
         sig: (definition, comment) for sig, definition, _acl, comment in catalog(dsn)["functions"]
     }
-
-
-def revisions() -> list[str]:
-    """pglogic's revisions, oldest first.
-
-    Example: ``['0001', '0002', '0003', '0004']``.
-    """
-    script = ScriptDirectory(str(migrate.script_location()))
-    return [r.revision for r in reversed(list(script.walk_revisions()))]
-
-
-@contextmanager
-def fresh_database(srv: Server) -> Iterator[str]:
-    """A new empty database on the test server, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    janitor = srv.janitor(name)
-    janitor.init()
-    try:
-        yield srv.dsn_for(name)
-    finally:
-        janitor.drop()
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -267,13 +242,14 @@ def test_head_installs_the_functions_of_sql(dsn: str, sql_only_dsn: str) -> None
     assert migrated == functions(sql_only_dsn)
 
 
-def test_each_downgrade_gives_the_catalog_of_its_target(dsn: str, pg_server: Server) -> None:
+def test_each_downgrade_gives_the_catalog_of_its_target(
+    dsn: str, pg_server: Server, revision_templates: dict[str, str]
+) -> None:
     """Down from head one revision at a time: at each revision the database has exactly what a
-    database migrated straight up to that revision has (the previous revision's frozen SQL)."""
+    database migrated up to that revision has (the previous revision's frozen SQL)."""
     expected: dict[str, dict[str, Any]] = {}
     for rev in revisions()[:-1]:
-        with fresh_database(pg_server) as fresh:
-            migrate.upgrade(fresh, rev)
+        with database_at(pg_server, revision_templates, rev) as fresh:
             expected[rev] = catalog(fresh)
     for rev in reversed(revisions()[:-1]):
         migrate.downgrade(dsn, rev)
@@ -314,10 +290,12 @@ def test_install_sql_twice_stops_with_nothing_applied(dsn: str) -> None:
 
 
 @pytest.mark.parametrize("start", revisions()[:-1])
-def test_upgrade_scripts_from_each_revision(start: str, dsn: str, empty_dsn: str) -> None:
-    migrate.upgrade(empty_dsn, start)
-    run_as_psql(empty_dsn, migrate.upgrade_sql(start))
-    got, upgraded = catalog(empty_dsn), catalog(dsn)
+def test_upgrade_scripts_from_each_revision(
+    start: str, dsn: str, pg_server: Server, revision_templates: dict[str, str]
+) -> None:
+    with database_at(pg_server, revision_templates, start) as at_start:
+        run_as_psql(at_start, migrate.upgrade_sql(start))
+        got, upgraded = catalog(at_start), catalog(dsn)
     assert got == upgraded, diff(got, upgraded)
 
 

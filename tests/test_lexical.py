@@ -292,14 +292,13 @@ def test_the_lexical_index_follows_ingest_and_can_be_added_or_dropped(
         run(lconn, corpus, "match:wheat")
 
 
-@pytest.mark.slow
 def test_the_cli_searches_explains_and_manages_lexical_terms(dsn: str, tmp_path: Any) -> None:
     import json
 
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
     def ok(*args: str) -> str:
-        out = run_cli("--dsn", dsn, *args)
+        out = cli_in_process("--dsn", dsn, *args)
         assert out.returncode == 0, out.stderr
         return str(out.stdout)
 
@@ -317,10 +316,10 @@ def test_the_cli_searches_explains_and_manages_lexical_terms(dsn: str, tmp_path:
     assert "match:wheat" in explained
     compiled = ok("compile", '"a" AND match:"Basel III"')
     assert "phraseto_tsquery" in compiled and '"q0": "Basel III"' in compiled
-    bad = run_cli("--dsn", dsn, "search", "farm", '"grain" AND NOT match:')
+    bad = cli_in_process("--dsn", dsn, "search", "farm", '"grain" AND NOT match:')
     assert bad.returncode != 0 and "right after match: at col 17" in bad.stderr
     assert "Dropped the lexical index of 'farm'" in ok("corpus", "lexical", "farm", "--drop")
-    refused = run_cli("--dsn", dsn, "search", "farm", "match:wheat")
+    refused = cli_in_process("--dsn", dsn, "search", "farm", "match:wheat")
     assert refused.returncode != 0 and "pglogic corpus lexical NAME" in refused.stderr
     assert "(simple)" in ok("corpus", "lexical", "farm", "--config", "simple")
     first, *rest = ok("search", "farm", "match:wheat", "--json").splitlines()

@@ -37,7 +37,7 @@ from pglogic.llm.rewrite import (
     system_prompt,
 )
 from pglogic.query import Term, parse
-from tests.conftest import TEMPLATE_DB, run_cli
+from tests.conftest import TEMPLATE_DB, cli_in_process
 from tests.openai_stub import ChatServer, Reply
 
 MODEL = "scripted-model"
@@ -112,7 +112,7 @@ def test_valid_query_and_the_request_sent(server: ChatServer) -> None:
     assert any("OR (" in f for f in formulas) and any("AND (" in f for f in formulas)
     assert all(mixed_operators(f) is None for f in formulas)
     # ... and share no question (nor a gold formula) with the benchmark's hand-written set
-    path = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
+    path = Path(__file__).resolve().parents[1] / "bench" / "quality" / "nl" / "questions.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     bench_questions = {" ".join(r["question"].casefold().split()) for r in rows}
     bench_golds = {r["gold"] for r in rows}
@@ -622,7 +622,7 @@ def test_cli_ask(server: ChatServer, ask_dsn: str) -> None:
     query = '("gold" OR "silver") AND NOT "mining"'
     server.script(query, query)
     env = llm_env(server)
-    proc = run_cli("--dsn", ask_dsn, "ask", "news", question, "--json", "-k", "4", env=env)
+    proc = cli_in_process("--dsn", ask_dsn, "ask", "news", question, "--json", "-k", "4", env=env)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["question"], out["query"], out["fallback"], out["model"]) == (
@@ -635,7 +635,9 @@ def test_cli_ask(server: ChatServer, ask_dsn: str) -> None:
     assert [h["id"] for h in out["hits"]] == [h.external_id for h in lib]
     assert [h["score"] for h in out["hits"]] == pytest.approx([h.score for h in lib])
 
-    proc = run_cli("--dsn", ask_dsn, "ask", "news", question, "--explain", "-k", "3", env=env)
+    proc = cli_in_process(
+        "--dsn", ask_dsn, "ask", "news", question, "--explain", "-k", "3", env=env
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"Question:      {question}"
@@ -653,7 +655,7 @@ def test_cli_ask_says_when_it_falls_back(server: ChatServer, ask_dsn: str) -> No
     server.script("gold, silver, no mining", "gold silver -mining")
     # --llm-base-url overrides the environment (which names a dead port)
     env = {**llm_env(server), "PGLOGIC_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
-    proc = run_cli(
+    proc = cli_in_process(
         "--dsn",
         ask_dsn,
         "ask",
@@ -672,9 +674,8 @@ def test_cli_ask_says_when_it_falls_back(server: ChatServer, ask_dsn: str) -> No
     assert len(server.requests) == 2
 
 
-@pytest.mark.slow
 def test_cli_ask_without_endpoint_is_one_sentence() -> None:
-    proc = run_cli("ask", "news", "grain but not wheat", env={**CLI_ENV, **NO_LLM_ENV})
+    proc = cli_in_process("ask", "news", "grain but not wheat", env={**CLI_ENV, **NO_LLM_ENV})
     assert proc.returncode == 2
     assert proc.stderr.startswith("Error: No LLM endpoint configured: set PGLOGIC_LLM_BASE_URL")
     assert "Traceback" not in proc.stderr

@@ -32,7 +32,7 @@ from pglogic.llm.grammar import (
 from pglogic.llm.wording import content_stems, question_names, refine, snap_term, tokens
 from pglogic.query import parse, positive_terms, terms, to_string
 
-QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
+QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "quality" / "nl" / "questions.jsonl"
 
 # -- a GBNF interpreter ---------------------------------------------------------------------------
 
@@ -421,14 +421,14 @@ def _real_golds() -> list[tuple[str, str]]:
 
 
 def test_the_checks_leave_every_real_gold_alone() -> None:
-    """Over the 269 real questions' gold formulas (bench/nl/real), a right answer is never
+    """Over the 269 real questions' gold formulas (bench/quality/nl/real), a right answer is never
     changed by a check: the checks act only where they are certain."""
     changed = [(q, g) for q, g in _real_golds() if refine(parse(g), q)[0] != parse(g)]
     assert changed == []
 
 
 def test_the_grammar_can_write_the_real_golds() -> None:
-    """Every gold of bench/nl/real whose terms are made of its question's words (a few distribute
+    """Every gold of bench/quality/nl/real whose terms are made of its question's words (a few distribute
     a shared word or keep a cue word inside a term) is a sentence of that question's grammar."""
     refused = []
     for question, gold in _real_golds():

@@ -273,7 +273,7 @@ def test_question_prompt_shows_the_formula() -> None:
 
 
 def test_hand_written_questions_are_well_formed() -> None:
-    path = Path(__file__).resolve().parents[1] / "bench" / "nl" / "questions.jsonl"
+    path = Path(__file__).resolve().parents[1] / "bench" / "quality" / "nl" / "questions.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert len(rows) >= 40
     assert len({r["id"] for r in rows}) == len(rows)

@@ -175,15 +175,15 @@ def test_version_table_does_not_collide_with_application_alembic(empty_dsn: str)
 
 
 def test_cli_db_commands(empty_dsn: str) -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
-    out = run_cli("--dsn", empty_dsn, "db", "current")
+    out = cli_in_process("--dsn", empty_dsn, "db", "current")
     assert out.returncode == 0, out.stderr
     assert "current: none" in out.stdout
-    out = run_cli("--dsn", empty_dsn, "db", "upgrade")
+    out = cli_in_process("--dsn", empty_dsn, "db", "upgrade")
     assert out.returncode == 0, out.stderr
     assert f"revision {migrate.head()}" in out.stdout
-    out = run_cli("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
+    out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
     assert out.returncode == 0, out.stderr
     assert migrate.current(empty_dsn) is None
 

@@ -100,10 +100,10 @@ def test_bad_not_context_is_refused(bad: object) -> None:
 
 
 def test_cli_takes_not_context_and_refuses_it_out_of_range() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
-    bad = run_cli("compile", '"a" AND NOT "b"', "--not-context", "2")
+    bad = cli_in_process("compile", '"a" AND NOT "b"', "--not-context", "2")
     assert bad.returncode == 2 and "--not-context" in bad.stderr and "0<=x<=1" in bad.stderr
-    ok = run_cli("compile", '"a" AND NOT "b"', "--not-context", "0")
+    ok = cli_in_process("compile", '"a" AND NOT "b"', "--not-context", "0")
     assert ok.returncode == 0, ok.stderr
-    assert "--not-context" in run_cli("search", "--help").stdout
+    assert "--not-context" in cli_in_process("search", "--help").stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import cli_in_process
 from openai_stub import ChatServer, Reply
 
 from pglogic.eval.nl import NL_METHODS, QUESTION_SYSTEM, REASONING_SYSTEM
@@ -58,7 +58,7 @@ def test_eval_nl_end_to_end(
 ) -> None:
     out = tmp_path / "nl"
     env = {"PGLOGIC_LLM_BASE_URL": chat.url, "PGLOGIC_LLM_MODEL": "echo"}
-    res = run_cli(
+    res = cli_in_process(
         "--dsn", dsn, "eval", str(shared_data / "limit_small"), "--nl", "3", "--out", str(out),
         env=env,
     )  # fmt: skip
@@ -86,11 +86,10 @@ def test_eval_nl_end_to_end(
         assert 0.0 <= summary["ndcg@10"][method] <= 1.0
 
 
-@pytest.mark.slow
 def test_eval_nl_without_an_endpoint_is_a_clear_error(shared_data: Path, tmp_path: Path) -> None:
     env = {"PGLOGIC_LLM_BASE_URL": "", "PGLOGIC_LLM_MODEL": "", "OPENAI_API_KEY": "",
            "OPENAI_BASE_URL": ""}  # fmt: skip
-    res = run_cli("eval", str(shared_data / "limit_small"), "--nl", "2", "--out",
+    res = cli_in_process("eval", str(shared_data / "limit_small"), "--nl", "2", "--out",
                   str(tmp_path), env=env)  # fmt: skip
     assert res.returncode != 0
     assert "PGLOGIC_LLM_BASE_URL" in res.stderr + res.stdout

@@ -1,7 +1,7 @@
-"""Properties of the rewrites of bench/nl/real, over the local model's recorded answers.
+"""Properties of the rewrites of bench/quality/nl/real, over the local model's recorded answers.
 
-``bench/nl/real/answers.jsonl`` keeps the model's raw answers (grammar mode) to the 269 real
-questions of ``bench/nl/real/questions.jsonl`` from the run quoted in the docs. Each answer is
+``bench/quality/nl/real/answers.jsonl`` keeps the model's raw answers (grammar mode) to the 269 real
+questions of ``bench/quality/nl/real/questions.jsonl`` from the run quoted in the docs. Each answer is
 replayed through what runs after the model (the grammar reader, the parser and the checks of
 :mod:`pglogic.llm.wording`), so a change to any of them that would invert, drop or invent a NOT
 fails here without a model:
@@ -31,7 +31,7 @@ from pglogic.llm.rewrite import interpret
 from pglogic.llm.wording import content_stems, question_names
 from pglogic.query import Node
 
-REAL = Path(__file__).resolve().parents[1] / "bench" / "nl" / "real"
+REAL = Path(__file__).resolve().parents[1] / "bench" / "quality" / "nl" / "real"
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -139,7 +139,7 @@ def test_the_recorded_judgements_are_the_replayed_ones() -> None:
 def test_the_numbers_the_docs_quote_are_the_results() -> None:
     """README.md and docs/natural-language.md quote the frozen test half of results.json."""
     splits = json.loads((REAL / "results.json").read_text())["runs"]["current"]["splits"]
-    root = REAL.parents[2]
+    root = REAL.parents[3]
     readme = " ".join((root / "README.md").read_text().split())
     doc = (root / "docs" / "natural-language.md").read_text()
     for split, bold in (("test", "**"), ("dev", "")):
@@ -158,7 +158,7 @@ def test_the_numbers_the_docs_quote_are_the_results() -> None:
 
 
 def test_the_numbers_quoted_for_the_projects_own_sets_are_their_results() -> None:
-    doc = " ".join((REAL.parents[2] / "docs" / "natural-language.md").read_text().split())
+    doc = " ".join((REAL.parents[3] / "docs" / "natural-language.md").read_text().split())
     for path in ("results.json", "heldout/results.json"):
         s = json.loads((REAL.parent / path).read_text())["hand"]["summary"]
         assert f"exact **{s['exact']:.3f}**, structural {s['structural']:.3f}" in doc, path

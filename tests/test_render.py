@@ -24,7 +24,7 @@ from pglogic.query import parse
 from pglogic.store.corpus import get_corpus
 from pglogic.store.db import connect
 from pglogic.store.search import Hit, search
-from tests.conftest import Server, reuters_database, run_cli
+from tests.conftest import Server, cli_in_process, reuters_database
 
 SAMPLE = Corpus(1, "news", "corpus_1", "all-MiniLM-L6-v2", 384, "cosine", "embedding", None, None)
 QUERIES = [
@@ -282,7 +282,7 @@ def _cli_statement(stdout: str) -> tuple[list[str], str, list[str]]:
 @pytest.mark.model
 def test_cli_inline_statement_runs_as_printed(news_dsn: str, minilm: Any) -> None:
     query = '("grain" OR "wheat") AND NOT "corn"'
-    out = run_cli(
+    out = cli_in_process(
         "--dsn", news_dsn, "compile", query, "--corpus", "news", "--vectors", "inline", "-k", "6"
     )
     assert out.returncode == 0, out.stderr
@@ -305,7 +305,7 @@ def test_cli_inline_statement_runs_as_printed(news_dsn: str, minilm: Any) -> Non
 @pytest.mark.model
 def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> None:
     query = '"oil prices" OR "natural gas"'  # a term scan each, and the guide's (forced)
-    out = run_cli(
+    out = cli_in_process(
         "--dsn", news_dsn, "compile", query, "--corpus", "news", "--style", "numbered", "-k", "5",
         "--term-scans",
     )  # fmt: skip
@@ -346,16 +346,14 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
         assert abs(r[4] - h.score) <= 1e-6  # terms embedded one by one vs in one batch
 
 
-@pytest.mark.slow
 def test_cli_inline_needs_a_corpus() -> None:
-    out = run_cli("compile", '"a"', "--vectors", "inline")
+    out = cli_in_process("compile", '"a"', "--vectors", "inline")
     assert out.returncode == 2
     assert "--vectors inline needs --corpus" in out.stderr
 
 
-@pytest.mark.slow
 def test_cli_numbered_without_corpus() -> None:
-    out = run_cli("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
+    out = cli_in_process("compile", '"a" AND NOT "b"', "--style", "numbered", "--exact")
     assert out.returncode == 0, out.stderr
     assert "-- $1 = v0: \"<embedding of 'a'>\"" in out.stdout
     assert "LIMIT $5) top" in out.stdout  # ($3, $4: the mention floor's configuration and text)

@@ -14,10 +14,11 @@ import pytest
 
 from pglogic import PgLogic
 from pglogic.store.db import connect
+from tests.conftest import cli_in_process
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
-N = 2000
+N = 500
 BATCH = 5
 
 
@@ -66,9 +67,10 @@ def _wait_for_rows(dsn: str, proc: subprocess.Popen[str], at_least: int) -> None
 
 
 def _resume(dsn: str, path: Path, committed: int) -> None:
-    proc = _start(dsn, path)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
+    """The same command again (in this process: the interrupted one was the real script)."""
+    res = cli_in_process("--dsn", dsn, "ingest", "c", str(path), "--batch-size", str(BATCH))
+    out = res.stdout
+    assert res.returncode == 0, res.stderr
     assert f"{N:,} records: {N - committed:,} inserted, 0 updated, {committed:,} unchanged" in out
     assert f"{N - committed:,} embedded" in out
     assert _count(dsn) == N

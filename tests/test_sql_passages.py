@@ -422,7 +422,7 @@ def test_lexical_terms_over_passages_rank_like_python(
 def test_the_words_are_read_after_the_passages_are_grouped(
     news: Conn, fixed: FixedEmbedder
 ) -> None:
-    """Since migration 0016 (``bench/results/not_mention_latency.md``): a mention's floor and a
+    """Since migration 0016 (``bench/perf/results/not_mention_latency.md``): a mention's floor and a
     lexical term's truth read the document's row after the GROUP BY, so the grouping of the
     passages reads the documents' ids alone, in Python's statement and in the function's (text
     for text); the floor still moves documents, the same in both."""

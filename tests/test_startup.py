@@ -1,7 +1,7 @@
 """Light imports and a fast start: what loads when, the lazy command group, the term cache on
 the search path, the schema check without Alembic, and no dependency warnings on the terminal.
 
-Speed itself is measured in ``bench/startup.py``; these tests check the causes (what is imported,
+Speed itself is measured in ``bench/perf/startup.py``; these tests check the causes (what is imported,
 what is loaded), never a duration.
 """
 

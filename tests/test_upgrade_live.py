@@ -16,7 +16,7 @@ none may return another ranking than before the upgrade, no backend may wait on 
 second, and afterwards every query ranks as before (same ids, scores to 1e-6), but for the
 queries whose defaults a revision changed (:data:`CHANGED_DEFAULTS`).
 
-The helpers are also the body of ``bench/upgrade_live.py`` (20,000 documents, client processes,
+The helpers are also the body of ``bench/correctness/upgrade_live.py`` (20,000 documents, client processes,
 several rounds), which imports them from here and from ``tests/every_table.py``: tests never
 import bench/.
 """

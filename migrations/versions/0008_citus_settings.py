@@ -6,7 +6,7 @@ iterative scans and the other settings of its plan with ``EXECUTE format('SET LO
 instead of ``set_config(name, value, true)``, and first ``SET LOCAL
 citus.propagate_set_commands = 'local'`` where Citus is loaded (restored last). On a Citus
 coordinator a ``set_config()`` call never reaches the workers, which then searched every shard
-at ``hnsw.ef_search = 40`` without iterative scans (``bench/results/citus.md``); on plain
+at ``hnsw.ef_search = 40`` without iterative scans (``bench/perf/results/citus.md``); on plain
 PostgreSQL both forms do the same. No function changes its arguments or result type.
 
 Downgrading restores 0007's text of those statements.

@@ -8,7 +8,7 @@ Applies ``versions/sql/0012_search.sql``, the statements of ``sql/search.sql`` t
   error's text). Over passages, ``"blend-not"`` is ``"blend"`` in a formula with a negated-only
   term (every scored text that is not one takes the mean of its best passage's similarity and
   the document's own vector's) and ``"max"`` in a formula without one. Chosen leaving one
-  corpus out in ``bench/results/passage_choice.md``;
+  corpus out in ``bench/quality/results/passage_choice.md``;
 - under both blends, an AND's own text whose ANDs all sit under an odd number of NOTs counts as
   negated and keeps its best passage (new helper ``pglogic._and_text_polarity``, as
   ``pglogic.engine.conjunction.negated_and_texts``);

@@ -2,7 +2,7 @@
 Python search.
 
 Applies ``versions/sql/0013_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/results/family_losses.md`` (the
+(each idempotent). The change, from ``bench/quality/results/family_losses.md`` (the
 own vector in disjunctions is what both folds that see every family chose; its weight is the
 Stack Exchange fold's):
 

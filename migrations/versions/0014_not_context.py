@@ -2,7 +2,7 @@
 search does (``"not_context"``, default 0.5).
 
 Applies ``versions/sql/0014_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/results/not_projection.md``:
+(each idempotent). The change, from ``bench/quality/results/not_projection.md``:
 
 - the option ``"not_context"`` (a number from 0 to 1, default 0.5; anything else is refused with
   the Python error's text): each negated-only term that is an argument ``{"op": "not", "arg":

@@ -2,7 +2,7 @@
 mentions it, as the Python search does (``"not_mention"``, default 0.4).
 
 Applies ``versions/sql/0015_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/results/not_mention.md``:
+(each idempotent). The change, from ``bench/quality/results/not_mention.md``:
 
 - the option ``"not_mention"`` (a number from 0 to 1, default 0.4; anything else is refused with
   the Python error's text): on a corpus with a lexical index, each negated-only term's

@@ -3,7 +3,7 @@ Python search does, and binds the text search configuration as a ``regconfig``: 
 less work.
 
 Applies ``versions/sql/0016_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/results/not_mention_latency.md``:
+(each idempotent). The change, from ``bench/perf/results/not_mention_latency.md``:
 
 - over passages, the floor of ``"not_mention"`` (0015) and the lexical truths (0007) are
   computed after the ``GROUP BY`` the document, from the document's row joined again (as the

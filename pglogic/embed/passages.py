@@ -33,7 +33,8 @@ from pglogic.errors import InvalidInput
 #: A token's character span in the text it came from.
 Offsets = Sequence[tuple[int, int]]
 
-#: Default word pieces per passage and shared by neighbours (``bench/results/passages.md``).
+#: Default word pieces per passage and shared by neighbours
+#: (``bench/quality/results/passages_quality.md``).
 DEFAULT_TOKENS = 254
 DEFAULT_OVERLAP = 32
 #: The smallest passage size accepted.

@@ -960,7 +960,7 @@ def _depths(
     factor = parts.src.passage_factor if parts.src.passages is not None else 1.0
     if factor > 1 and opts.depth is None and not (union or parts.single or parts.rerank):
         # A document holds several passages: its formula's best documents sit that many times
-        # deeper in the passages' scans (bench/results/passages_scale.md, 4 passages per
+        # deeper in the passages' scans (bench/perf/results/passages_scale.md, 4 passages per
         # document at 1M: AND 3 recall@10 0.825 at the documents' depth, 1.0 at four times it).
         cap = MAX_DEPTH if iterative else MAX_EF_SEARCH
         depth, gdepth = (min(cap, max(x, math.ceil(x * factor))) for x in (depth, gdepth))
@@ -1157,8 +1157,8 @@ def _passage_sims(parts: _Parts, source: sql.Composable, where: sql.Composable) 
     row (its vector for a blend; its words for a lexical truth or a mention's floor,
     :func:`_floored`) is added after the grouping, the documents joined again, so the grouping
     reads only the documents' ids (and what a filter tests) and never carries their vectors or
-    words (``bench/results/not_mention_latency.md``). With ``Source.own_nullable``, a row whose own
-    vector is NULL takes its best passage alone."""
+    words (``bench/perf/results/not_mention_latency.md``). With ``Source.own_nullable``, a row
+    whose own vector is NULL takes its best passage alone."""
     src, pre = parts.src, parts.pre
     texts: list[tuple[str | None, str, str]] = [
         (t, f"v{i}", f"s{i}") for t, i in parts.index.items()

@@ -1,7 +1,7 @@
 """The conjunction's own text: an AND is also scored as one phrase (no I/O).
 
 Dense retrieval embeds "jacobian and robotic arm" as one phrase and ranks plain conjunctions
-better than the product of two soft similarities (``bench/results/frontier.md``). So, with
+better than the product of two soft similarities (``bench/quality/results/frontier.md``). So, with
 ``and_text`` = w > 0, every AND node with two or more positive operands also scores each
 document against the text of those operands as one phrase (:func:`pglogic.query.to_text`:
 ``jacobian and robotic arm``; negated operands are left out, their terms are scored as they
@@ -53,15 +53,15 @@ __all__ = [
 
 DEFAULT_AND_TEXT = 4
 """The default weight of an AND's own text in a plain conjunction (beside a NOT: one), chosen
-leaving one corpus out in ``bench/results/frontier.md``. Weight 2 removes Reuters' gap to the
-methods without AND texts but puts LIMIT-small's conjunctions significantly below dense
-retrieval (``bench/results/family_losses.md``)."""
+leaving one corpus out in ``bench/quality/results/frontier.md``. Weight 2 removes Reuters' gap to
+the methods without AND texts but puts LIMIT-small's conjunctions significantly below dense
+retrieval (``bench/quality/results/family_losses.md``)."""
 
 OWN_IN_DISJUNCTION = 0.1
 """Under the passage score ``blend-not-or``, the document's own vector's weight beside the best
 passage in a formula with neither a negated term nor an AND of two positive texts (a
 disjunction, or one term; lexical terms count as neither): the choice of the fold that leaves
-Stack Exchange out in ``bench/results/family_losses.md`` (Stack Exchange's ``OR`` queries
+Stack Exchange out in ``bench/quality/results/family_losses.md`` (Stack Exchange's ``OR`` queries
 ranked below one vector per document). The SQL function writes it as ``(best * 9 + own) / 10``."""
 
 MAX_AND_TEXT = 10

@@ -4,7 +4,7 @@ Candidates of a logical query come from one HNSW scan per positive term. The doc
 score best on a *combination* (``"a" AND "b" AND NOT "c"``) are rarely near the top of any one
 term's list: their rank there grows with the corpus (at 1M synthetic vectors the 10 best of a
 3-term AND sit at rank 243 in the median query, of a 3-term NOT query at 350:
-``bench/results/guide.md``). One more scan along a direction that itself scores high on the
+``bench/perf/results/guide.md``). One more scan along a direction that itself scores high on the
 formula finds them within the first few dozen (14 and 23).
 
 That direction is found as in the spherical query optimisation (SQO) of the NSFL paper:
@@ -14,10 +14,10 @@ from the normalised mean of the positive terms' vectors, learning rate 0.2, at m
 Two changes, since the guide only has to point into the right neighbourhood: it ascends log F
 (same maximum; the gradient of a product of many small truth values no longer vanishes) and
 stops after 5 steps without an improvement of 1e-4 in log F (the paper: 10 steps, 1e-6). It
-costs 0.25-2.4 ms per query, median per shape (``bench/results/guide.md``). The gradient is the chain rule
-through the similarities, with the formula's derivative by central differences in similarity
-space (two evaluations per term, batched in one call of the operators' NumPy face), so any
-operator family works. Deterministic: no random start.
+costs 0.25-2.4 ms per query, median per shape (``bench/perf/results/guide.md``). The gradient is
+the chain rule through the similarities, with the formula's derivative by central differences in
+similarity space (two evaluations per term, batched in one call of the operators' NumPy face), so
+any operator family works. Deterministic: no random start.
 
 Example:
     >>> import numpy as np

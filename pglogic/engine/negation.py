@@ -16,7 +16,7 @@ instead of the question); 0 scores the term as it is. The similarity column of a
 (``s{i}``, ``--explain``) is its similarity to ``b'``.
 
 The default, λ = 0.5 (:data:`DEFAULT_NOT_CONTEXT`), was measured in
-``bench/results/not_projection.md``: +0.010 / +0.009 / +0.015 nDCG@10 on the NOT queries of
+``bench/quality/results/not_projection.md``: +0.010 / +0.009 / +0.015 nDCG@10 on the NOT queries of
 Reuters, Stack Exchange and arXiv (exact scoring, 50 per template), no NOT template family
 significantly below a method of the papers, and as many of dense retrieval's traps kept out on
 Reuters (slightly fewer on Stack Exchange and arXiv).
@@ -45,12 +45,12 @@ __all__ = ["DEFAULT_NOT_CONTEXT", "DEFAULT_NOT_MENTION", "contexts", "projected"
 
 DEFAULT_NOT_CONTEXT = 0.5
 """The default λ: how much of its context a negated term's vector loses
-(``bench/results/not_projection.md``)."""
+(``bench/quality/results/not_projection.md``)."""
 
 DEFAULT_NOT_MENTION = 0.4
 """The default ``SearchOptions.not_mention``: a negated term's similarity floor for the
 documents that mention it as a phrase, chosen leaving one corpus out
-(``bench/results/not_mention.md``)."""
+(``bench/quality/results/not_mention.md``)."""
 
 
 def contexts(node: Node) -> dict[str, tuple[str, ...]]:

@@ -628,7 +628,8 @@ def _family(and_: str, or_: str, not_: str, name: str = "") -> OperatorFamily:
     return OperatorFamily(AND_OPS[and_], OR_OPS[or_], NOT_OPS[not_], name)
 
 
-#: The default family's NOT exponent (chosen leaving one corpus out: bench/results/frontier.md).
+#: The default family's NOT exponent (chosen leaving one corpus out:
+#: bench/quality/results/frontier.md).
 DEFAULT_NOT_POWER = 1.25
 
 PRESETS: dict[str, OperatorFamily] = {
@@ -645,7 +646,7 @@ PRESETS: dict[str, OperatorFamily] = {
 ``product-max`` (product, max, complement), the best family on the three real labelled corpora
 (``bench/quality/summary.md``), with a slightly stronger NOT that keeps more of dense
 retrieval's traps out of the top 10 without losing nDCG@10 on NOT queries
-(``bench/results/frontier.md``; chosen leaving one corpus out). ``itlr``
+(``bench/quality/results/frontier.md``; chosen leaving one corpus out). ``itlr``
 (product, sum, complement) is ITLR's default, best on their synthetic data (their Table 2); on
 real data its sum-OR ranks documents that touch several of the OR's terms a little above documents
 that are squarely about one of them, and loses 0.1–0.3 nDCG@10 on OR queries."""

@@ -41,17 +41,17 @@ MODES: dict[str, str] = {
 PASSAGE_SCORES: dict[str, str] = {
     "blend-not-or": "blend-not, and in a formula with neither a NOT nor an AND (a disjunction or "
     "one term) a tenth of the document's own vector beside the best passage (the default: "
-    "bench/results/family_losses.md)",
+    "bench/quality/results/family_losses.md)",
     "blend-not": "in a formula with a NOT (a negated term), blend; in one without, max (fewer "
-    "traps than max, the same ranking without NOT; bench/results/passage_choice.md)",
+    "traps than max, the same ranking without NOT; bench/quality/results/passage_choice.md)",
     "max": "the best passage's, for every text (a NOT means: no passage is about it)",
     "blend": "a negated term: the best passage's; a positive text: the mean of the best passage's "
     "and the document's own vector's (less pull from long documents' many passages; "
-    "bench/results/passages_aggregate.md)",
+    "bench/quality/results/passages_aggregate.md)",
 }
 
-#: The default passage score, chosen leaving one corpus out (``bench/passage_choice.py``, then
-#: ``bench/family_losses.py`` for the tenth of the own vector in a disjunction).
+#: The default passage score, chosen leaving one corpus out (``bench/quality/passage_choice.py``,
+#: then ``bench/quality/family_losses.py`` for the tenth of the own vector in a disjunction).
 DEFAULT_PASSAGE_SCORE = "blend-not-or"
 
 #: The truth values of a lexical term (``SearchOptions.lexical``).
@@ -111,7 +111,7 @@ class SearchOptions:
     ``not_mention`` (fuzzy mode, from 0 to 1; a corpus with a lexical index, ``pglogic corpus
     lexical``): a negated term's similarity is at least this much for a document whose words
     match the term as a phrase (the ``match:`` semantics), ``max(s, not_mention)``. The default,
-    0.4, was chosen leaving one corpus out in ``bench/results/not_mention.md``; 0 scores the
+    0.4, was chosen leaving one corpus out in ``bench/quality/results/not_mention.md``; 0 scores the
     similarity alone.
 
     ``timeout`` (seconds) bounds the statement on the server (``SET LOCAL statement_timeout``):

@@ -40,7 +40,7 @@ def guide_depth(k: int, depth: int) -> int:
     """Default depth of the guide's scan: the terms' depth, and at least a 4-term query's.
 
     A query with one positive term gets depth 100 for k = 10; its guide needs about 200 to hold
-    the formula's top 10 at 1M vectors (``bench/results/guide.md``, NOT 2).
+    the formula's top 10 at 1M vectors (``bench/perf/results/guide.md``, NOT 2).
 
     Example:
         >>> guide_depth(10, 100), guide_depth(10, 283)
@@ -57,7 +57,7 @@ def guide_only_depth(k: int, selectivity: float | None = None) -> int:
     the depth is s times the unfiltered depth for k / s, and at least a single-term query's
     (:func:`default_depth`). At 1M vectors with a 10% filter, k = 10, depth 100 found the same
     top 10 as depth 400 (within 0.01 recall@10, six shapes) in a third of the time; with 1%,
-    the same recall as 400 for every shape (``bench/results/filter_depth.md``).
+    the same recall as 400 for every shape (``bench/perf/results/filter_depth.md``).
 
     Example:
         >>> guide_only_depth(10), guide_only_depth(10, 0.5), guide_only_depth(10, 0.1)
@@ -84,7 +84,7 @@ def guide_suffices(tree: Node) -> bool:
     but not of a disjunction of positive terms: OR (``max``) is best near *each* of its
     operands, and the guide settles near one. So term scans stay wherever a positive OR (or an
     AND under an odd number of NOTs, which is one) joins two operands that each hold a positive
-    term. Measured at 1M vectors in ``bench/results/guide_only.md``.
+    term. Measured at 1M vectors in ``bench/perf/results/guide_only.md``.
 
     Example:
         >>> from pglogic.query import parse
@@ -191,8 +191,8 @@ def scan_plan(tree: Node, opts: SearchOptions) -> str:
 
 
 #: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
-#: on 100k vectors in bench/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact; 1%
-#: filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
+#: on 100k vectors in bench/perf/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact;
+#: 1% filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
 EXACT_SWITCH = 17
 
 

@@ -84,7 +84,7 @@ FORMAT_JSON = (
 )
 
 #: Few-shot examples: (question, logical query). None shares a question or a domain sentence
-#: with ``bench/nl``'s question sets; they show one-topic questions as one term, content
+#: with ``bench/quality/nl``'s question sets; they show one-topic questions as one term, content
 #: negation kept in a term, a substitute, NOT after several cues, OR with shared context,
 #: neither/nor, and a group.
 EXAMPLES: tuple[tuple[str, str], ...] = (

@@ -10,7 +10,7 @@ column stays unique: Citus hands each node its own range of the sequence).
 Settings (``hnsw.ef_search``, iterative scans, ``maintenance_work_mem``) reach the workers only
 as ``SET LOCAL`` statements in a transaction, and only with ``citus.propagate_set_commands =
 'local'`` (:data:`PROPAGATE`); ``set_config()`` and session ``SET`` never do. Measured in
-``bench/results/citus.md``.
+``bench/perf/results/citus.md``.
 
 Example:
     >>> server_has_citus(conn)  # doctest: +SKIP
@@ -38,7 +38,7 @@ PROPAGATE: dict[str, str] = {"citus.propagate_set_commands": "local"}
 
 #: Shards per corpus when none is given: two per worker (each query searches every shard once
 #: per scan, so more shards cost CPU without adding parallelism; two per worker leave room to
-#: rebalance onto a new node). ``bench/results/citus.md`` measures 2 and 4 shards on 2 workers.
+#: rebalance onto a new node). ``bench/perf/results/citus.md`` measures 2 and 4 shards on 2 workers.
 SHARDS_PER_WORKER = 2
 MAX_SHARDS = 1024
 

@@ -156,7 +156,7 @@ def create_corpus(
             ).format(table=sql.Identifier(SCHEMA, table_name), dim=sql.Literal(dim))
         )
         # vectors stay in the heap row (no TOAST detour per distance, no TOAST write on load):
-        # measured in bench/query.py and bench/ingest.py (18.7k -> 26.8k rows/s)
+        # measured in bench/perf/query.py and bench/perf/ingest.py (18.7k -> 26.8k rows/s)
         conn.execute(
             sql.SQL(
                 "ALTER TABLE {} ALTER COLUMN embedding SET STORAGE MAIN,"
@@ -348,7 +348,7 @@ def distribute_corpus(
 
 #: HNSW build parameters. ef_construction is twice pgvector's default (64): at 1M vectors an
 #: index built with 64 found 0.87 of the true 10 nearest at ef_search = 100, one built with 128
-#: found 0.985 (bench/results/ef_sweep*.md); building costs more (1M: 438 s, scale.md).
+#: found 0.985 (bench/perf/results/ef_sweep*.md); building costs more (1M: 438 s, scale.md).
 DEFAULT_M = 16
 DEFAULT_EF_CONSTRUCTION = 128
 

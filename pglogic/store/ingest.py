@@ -501,7 +501,7 @@ def _vectors(
         spans = _split(corpus, tokenizer, to_embed, stats)
         # A split document's first passage is what the model reads of its whole text when the
         # passages fill the window (cosine >= 0.998 on long Reuters stories,
-        # bench/results/passages_scale.md): its vector is the document's, embedded once.
+        # bench/perf/results/passages_scale.md): its vector is the document's, embedded once.
         window = tokenizer.window if tokenizer is not None else None
         reuse = window is not None and (corpus.passage_tokens or 0) >= window
         whole = [r for r, ss in zip(to_embed, spans, strict=True) if len(ss) == 1 or not reuse]
