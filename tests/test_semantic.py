@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pglogic import PgLogic
+from tests.conftest import shared_document_vectors
 
 pytestmark = [pytest.mark.db, pytest.mark.model]
 
@@ -14,7 +15,8 @@ pytestmark = [pytest.mark.db, pytest.mark.model]
 def test_reuters_sample_obvious_documents_first(dsn: str, shared_data: Path) -> None:
     pl = PgLogic(dsn)
     pl.create_corpus("reuters")
-    pl.ingest("reuters", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=400)
+    with shared_document_vectors():
+        pl.ingest("reuters", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=400)
     pl.build_index("reuters")
     for query, label in [
         ("coffee prices and exports", "coffee"),

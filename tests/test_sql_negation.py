@@ -244,8 +244,11 @@ def test_the_function_floors_a_mentioned_negated_term_as_python_does(
     said = sum(int(h.external_id[1:]) % 5 == 0 for h in hits)
     if floor == 1.0 and query != '"a" OR NOT "wheat"':
         assert said == 0
-    elif floor == 0.0:
-        assert said > 0  # random vectors: the similarity alone leaves them in
+    elif floor == 0.0 and exact:
+        # random vectors: the similarity alone leaves them in. (Not asserted of the approximate
+        # top 20: pgvector draws each HNSW node's level at random, so which borderline documents
+        # an index scan returns varies from build to build; above, it is Python's either way.)
+        assert said > 0
 
 
 def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: str) -> None:

@@ -127,6 +127,9 @@ def verify_sha256(path: Path, sha256: str) -> None:
 class OnnxEmbedder:
     """A transformer encoder in ONNX plus its fast tokenizer: mean pooling, unit vectors.
 
+    ``threads`` caps ONNX Runtime's threads; by default ``OMP_NUM_THREADS`` does, when set, as
+    it does for the PyTorch models (otherwise one thread per core).
+
     Example:
         >>> f = locate("minilm-int8")
         >>> emb = OnnxEmbedder(f.model, f.tokenizer, name="minilm-int8", sha256=f.sha256)  # doctest: +SKIP
@@ -155,6 +158,8 @@ class OnnxEmbedder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        if threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+            threads = int(os.environ["OMP_NUM_THREADS"])
         if threads:
             opts.intra_op_num_threads = threads
         try:
