@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -248,7 +249,6 @@ def shared_data() -> Path:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> Any:
     """Run the real ``pglogic`` console script in a subprocess."""
-    import subprocess
 
     exe = Path(sys.executable).with_name("pglogic")
     full_env = {**os.environ, **(env or {})}
@@ -257,20 +257,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> Any:
     )
 
 
-class CliResult:
-    """What a ``pglogic`` run left: its exit status and its two streams (like
-    :class:`subprocess.CompletedProcess`)."""
-
-    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-    def __repr__(self) -> str:
-        return f"CliResult({self.returncode}, stdout={self.stdout!r}, stderr={self.stderr!r})"
-
-
 def cli_in_process(
     *args: str, env: dict[str, str] | None = None, input: str | None = None
-) -> CliResult:
+) -> subprocess.CompletedProcess[str]:
     """``pglogic ARGS`` in this process, through the console script's own entry point
     (:func:`pglogic.cli.main`: its one-sentence errors and exit statuses), with stdin, stdout,
     stderr and the environment swapped as click's test runner does. The model, once loaded,
@@ -297,7 +286,9 @@ def cli_in_process(
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         sys.stdout.flush()
         sys.stderr.flush()
-        return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+        return subprocess.CompletedProcess(
+            ["pglogic", *args], code, out.getvalue().decode(), err.getvalue().decode()
+        )
 
 
 def _console_size_from_environment() -> None:
