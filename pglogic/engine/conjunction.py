@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pglogic.engine import defaults
 from pglogic.query import (
     And,
     Match,
@@ -51,11 +52,8 @@ __all__ = [
     "with_and_texts",
 ]
 
-DEFAULT_AND_TEXT = 4
-"""The default weight of an AND's own text in a plain conjunction (beside a NOT: one), chosen
-leaving one corpus out in ``bench/quality/results/frontier.md``. Weight 2 removes Reuters' gap to
-the methods without AND texts but puts LIMIT-small's conjunctions significantly below dense
-retrieval (``bench/quality/results/family_losses.md``)."""
+DEFAULT_AND_TEXT = defaults.AND_TEXT
+"""The default weight of an AND's own text (:data:`pglogic.engine.defaults.AND_TEXT`)."""
 
 OWN_IN_DISJUNCTION = 0.1
 """Under the passage score ``blend-not-or``, the document's own vector's weight beside the best

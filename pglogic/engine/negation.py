@@ -38,19 +38,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from pglogic.engine import defaults
 from pglogic.query import And, Node, Not, Or, Term, negated_only_terms
 from pglogic.query.ast import flatten
 
 __all__ = ["DEFAULT_NOT_CONTEXT", "DEFAULT_NOT_MENTION", "contexts", "projected", "with_context"]
 
-DEFAULT_NOT_CONTEXT = 0.5
-"""The default λ: how much of its context a negated term's vector loses
-(``bench/quality/results/not_projection.md``)."""
+DEFAULT_NOT_CONTEXT = defaults.NOT_CONTEXT
+"""The default λ (:data:`pglogic.engine.defaults.NOT_CONTEXT`)."""
 
-DEFAULT_NOT_MENTION = 0.4
-"""The default ``SearchOptions.not_mention``: a negated term's similarity floor for the
-documents that mention it as a phrase, chosen leaving one corpus out
-(``bench/quality/results/not_mention.md``)."""
+DEFAULT_NOT_MENTION = defaults.NOT_MENTION
+"""The default ``SearchOptions.not_mention`` (:data:`pglogic.engine.defaults.NOT_MENTION`)."""
 
 
 def contexts(node: Node) -> dict[str, tuple[str, ...]]:

@@ -79,6 +79,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
+from pglogic.engine import defaults
 from pglogic.errors import ConfigError, QueryError
 from pglogic.query.ast import And, Match, Node, Not, Or, Term
 
@@ -548,7 +549,7 @@ TRUTH_MAPS: dict[str, TruthMap] = {
 }
 """Similarity-to-truth maps by name; ``clamp`` is the default."""
 
-DEFAULT_TRUTH = "clamp"
+DEFAULT_TRUTH = defaults.TRUTH
 
 #: exp() arguments are clamped to [−EXP_CAP, EXP_CAP]: Postgres raises on overflow (exp(710) >
 #: max double) and on underflow (exp(−746) is below the smallest double).
@@ -628,9 +629,8 @@ def _family(and_: str, or_: str, not_: str, name: str = "") -> OperatorFamily:
     return OperatorFamily(AND_OPS[and_], OR_OPS[or_], NOT_OPS[not_], name)
 
 
-#: The default family's NOT exponent (chosen leaving one corpus out:
-#: bench/quality/results/frontier.md).
-DEFAULT_NOT_POWER = 1.25
+#: The default family's NOT exponent (:data:`pglogic.engine.defaults.NOT_POWER`).
+DEFAULT_NOT_POWER = defaults.NOT_POWER
 
 PRESETS: dict[str, OperatorFamily] = {
     "product-max-strong": OperatorFamily(
@@ -651,7 +651,7 @@ retrieval's traps out of the top 10 without losing nDCG@10 on NOT queries
 real data its sum-OR ranks documents that touch several of the OR's terms a little above documents
 that are squarely about one of them, and loses 0.1–0.3 nDCG@10 on OR queries."""
 
-DEFAULT_FAMILY = "product-max-strong"
+DEFAULT_FAMILY = defaults.OPERATORS
 
 _ITLR_AND = ("product", "sum", "min")
 _ITLR_OR = ("sum", "max")

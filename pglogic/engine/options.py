@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pglogic.engine import defaults
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
@@ -50,9 +51,8 @@ PASSAGE_SCORES: dict[str, str] = {
     "bench/quality/results/passages_aggregate.md)",
 }
 
-#: The default passage score, chosen leaving one corpus out (``bench/quality/passage_choice.py``,
-#: then ``bench/quality/family_losses.py`` for the tenth of the own vector in a disjunction).
-DEFAULT_PASSAGE_SCORE = "blend-not-or"
+#: The default passage score (:data:`pglogic.engine.defaults.PASSAGE_SCORE`).
+DEFAULT_PASSAGE_SCORE = defaults.PASSAGE_SCORE
 
 #: The truth values of a lexical term (``SearchOptions.lexical``).
 LEXICAL: dict[str, str] = {
@@ -125,7 +125,7 @@ class SearchOptions:
 
     k: int = 10
     operators: str | OperatorFamily = DEFAULT_FAMILY
-    truth: str = "clamp"
+    truth: str = defaults.TRUTH
     exact: bool = False
     depth: int | None = None
     ef_search: int | None = None
@@ -133,13 +133,13 @@ class SearchOptions:
     iterative_scan: bool = True
     guide: bool = True
     term_scans: bool | None = None
-    mode: str = "fuzzy"
+    mode: str = defaults.MODE
     question: str | None = None
     rerank_depth: int | None = None
     seed: int = 0
     timeout: float | None = None
     and_text: int = DEFAULT_AND_TEXT
-    lexical: str = "crisp"
+    lexical: str = defaults.LEXICAL
     passages: bool = True
     passage_score: str = DEFAULT_PASSAGE_SCORE
     not_context: float = DEFAULT_NOT_CONTEXT

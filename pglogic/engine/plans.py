@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from pglogic.engine import defaults
 from pglogic.engine.operators import OperatorFamily, resolve_family
 from pglogic.engine.options import MAX_EF_SEARCH, SearchOptions
 from pglogic.query import Match, Node, Not, Or, Term, terms
@@ -33,7 +34,8 @@ def default_depth(k: int, n_terms: int) -> int:
         >>> default_depth(10, 1), default_depth(10, 3), default_depth(100, 2)
         (100, 174, 1000)
     """
-    return max(k, min(MAX_EF_SEARCH, max(100, math.ceil(10 * k * math.sqrt(n_terms)))))
+    per_term = math.ceil(defaults.DEPTH_PER_K * k * math.sqrt(n_terms))
+    return max(k, min(MAX_EF_SEARCH, max(defaults.DEPTH_FLOOR, per_term)))
 
 
 def guide_depth(k: int, depth: int) -> int:
@@ -46,7 +48,7 @@ def guide_depth(k: int, depth: int) -> int:
         >>> guide_depth(10, 100), guide_depth(10, 283)
         (200, 283)
     """
-    return max(depth, default_depth(k, 4))
+    return max(depth, default_depth(k, defaults.GUIDE_TERMS))
 
 
 def guide_only_depth(k: int, selectivity: float | None = None) -> int:
@@ -67,7 +69,7 @@ def guide_only_depth(k: int, selectivity: float | None = None) -> int:
     """
 
     def unfiltered(n: int) -> int:
-        return min(MAX_EF_SEARCH, 2 * guide_depth(n, default_depth(n, 1)))
+        return min(MAX_EF_SEARCH, defaults.GUIDE_ONLY_FACTOR * guide_depth(n, default_depth(n, 1)))
 
     full = unfiltered(k)
     if selectivity is None or not 0 < selectivity < 1:
@@ -190,10 +192,10 @@ def scan_plan(tree: Node, opts: SearchOptions) -> str:
     return "union" if union_plan(tree, opts) else "terms"
 
 
-#: Cost of one tuple of a filtered (iterative) HNSW scan / one row of a sequential scan, measured
-#: on 100k vectors in bench/perf/scale.py (AND 3, k=10: 10% filter 60 ms iterative vs 64 ms exact;
-#: 1% filter 181 ms vs 66 ms). A filtered scan visits about depth / selectivity tuples per term.
-EXACT_SWITCH = 17
+#: Cost of one tuple of a filtered HNSW scan / one row of a sequential scan
+#: (:data:`pglogic.engine.defaults.EXACT_SWITCH`). A filtered scan visits about depth /
+#: selectivity tuples per term.
+EXACT_SWITCH = defaults.EXACT_SWITCH
 
 
 def prefer_exact(
