@@ -314,7 +314,8 @@ def test_limits_of_postgres_are_checked_before_anything_is_written(
         "c.jsonl line 13: the text has too many distinct words for the corpus's lexical index"
     )
     assert _rows(dsn) == {}
-    long_but_fine = " ".join(["grain"] * 60_000)  # 360 kB, one word: checked, and it fits
+    # 360 kB, one word: checked, and it fits (3,600 words: the model embeds few passages)
+    long_but_fine = ("grain" + " " * 95) * 3_600
     stats = pl.ingest("c", _jsonl(tmp_path / "c.jsonl", [{"id": "g", "text": long_but_fine}]))
     assert stats.inserted == 1
 
