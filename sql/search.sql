@@ -74,6 +74,34 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN length(coalesce(value::text, 'null')) > 100
             THEN left(value::text, 97) || '...' ELSE coalesce(value::text, 'null') END;
 
+-- The engine's defaults (pglogic.engine.defaults), one row each in pglogic.defaults, which the
+-- migrations fill: the default of option or planner constant name.
+CREATE OR REPLACE FUNCTION pglogic._default(name text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    v jsonb;
+BEGIN
+    SELECT d.value INTO v FROM pglogic.defaults d WHERE d.name = _default.name;
+    IF v IS NULL THEN
+        RAISE EXCEPTION 'pglogic.defaults has no row %: run `pglogic db upgrade`',
+            quote_literal(name) USING ERRCODE = '42704';
+    END IF;
+    RETURN v;
+END
+$fn$;
+
+-- The options of a query with the engine's defaults for those it leaves out or sets to null.
+CREATE OR REPLACE FUNCTION pglogic._with_defaults(opts jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN (SELECT jsonb_object_agg(d.name, d.value) FROM pglogic.defaults d)
+           || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(opts) AS e
+                        WHERE jsonb_typeof(e.value) <> 'null'), '{}');
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION pglogic._int_option(opts jsonb, name text, dflt integer)
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
@@ -196,13 +224,14 @@ $fn$;
 -- migration 0006 it is product-max-strong (NOT (1 - x)^1.25).
 CREATE OR REPLACE FUNCTION pglogic._resolve_operators(spec jsonb)
 RETURNS text[]
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
 DECLARE
     usage constant text := 'use a preset (product-max-strong, product-max, itlr, godel, '
         'lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in {product, sum, min, '
         'lukasiewicz}, OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal, '
         'complement^G}';
-    dflt constant text[] := ARRAY['product', 'max', 'complement^1.25'];
+    strong constant text[] := ARRAY['product', 'max', 'complement^1.25'];
+    dflt text[];  -- the default family's (pglogic.defaults), for a partial spec
     kinds constant text[] := ARRAY['and', 'or', 'not'];
     chosen text[] := ARRAY[NULL, NULL, NULL]::text[];
     raw text;
@@ -214,10 +243,13 @@ DECLARE
     val jsonb;
     pos integer;
 BEGIN
-    IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
-        RETURN dflt;
+    IF spec IS NULL OR jsonb_typeof(spec) = 'null'
+       OR (jsonb_typeof(spec) = 'string' AND regexp_replace(spec #>> '{}', '\s+', '', 'g') = '')
+    THEN
+        RETURN pglogic._resolve_operators(pglogic._default('operators'));
     END IF;
     IF jsonb_typeof(spec) = 'object' THEN
+        dflt := pglogic._resolve_operators(pglogic._default('operators'));
         FOR kind, val IN SELECT e.key, e.value FROM jsonb_each(spec) AS e LOOP
             pos := array_position(kinds, lower(kind));
             IF pos IS NULL THEN
@@ -239,8 +271,8 @@ BEGIN
     END IF;
     raw := spec #>> '{}';
     txt := lower(regexp_replace(raw, '\s+', '', 'g'));
-    IF txt = '' OR txt = 'product-max-strong' THEN
-        RETURN dflt;
+    IF txt = 'product-max-strong' THEN
+        RETURN strong;
     ELSIF txt = 'product-max' THEN
         RETURN ARRAY['product', 'max', 'complement'];
     ELSIF txt = 'itlr' THEN
@@ -267,6 +299,7 @@ BEGIN
         RAISE EXCEPTION 'Unknown operator family %: %', quote_literal(raw), usage
             USING ERRCODE = '22023';
     END IF;
+    dflt := pglogic._resolve_operators(pglogic._default('operators'));
     FOREACH part IN ARRAY string_to_array(txt, ',') LOOP
         IF position('=' IN part) = 0 THEN
             RAISE EXCEPTION 'Expected KIND=NAME, got % in operator family %',
@@ -348,7 +381,7 @@ $fn$;
 -- 'sigmoid:TAU:LAMBDA' with both numbers written as pglogic._float_text writes them.
 CREATE OR REPLACE FUNCTION pglogic._resolve_truth(spec jsonb)
 RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
 DECLARE
     -- Python's float() syntax (lower case): digits with single underscores between them
     number constant text := '^[+-]?((([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*|[0-9](_?[0-9])*\.?)'
@@ -361,15 +394,13 @@ DECLARE
     vals double precision[] := '{}';
     big boolean;
 BEGIN
-    IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
-        RETURN 'clamp';
+    IF spec IS NULL OR jsonb_typeof(spec) = 'null'
+       OR (jsonb_typeof(spec) = 'string' AND btrim(spec #>> '{}') = '') THEN
+        RETURN pglogic._resolve_truth(pglogic._default('truth'));
     END IF;
     IF jsonb_typeof(spec) = 'string' THEN
         raw := spec #>> '{}';
         name := lower(btrim(raw));
-        IF name = '' THEN
-            RETURN 'clamp';
-        END IF;
         IF name IN ('clamp', 'affine', 'calibrated') THEN
             RETURN name;
         END IF;
@@ -966,26 +997,32 @@ $fn$;
 
 -- the plans: pglogic.engine.plans --------------------------------------------------------------
 
--- pglogic.engine.plans.default_depth: per-term candidate depth from k and the number of terms.
+-- pglogic.engine.plans.default_depth: per-term candidate depth from k and the number of terms
+-- (depth_per_k and depth_floor of pglogic.defaults).
 CREATE OR REPLACE FUNCTION pglogic._default_depth(k bigint, n_terms integer)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN GREATEST(k, LEAST(1000, GREATEST(100, ceil(10 * k::double precision
-                                                  * sqrt(n_terms::double precision))))::bigint);
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN GREATEST(k, LEAST(1000, GREATEST(pglogic._default('depth_floor')::integer,
+                                        ceil(pglogic._default('depth_per_k')::integer
+                                             * k::double precision
+                                             * sqrt(n_terms::double precision))))::bigint);
 
--- pglogic.engine.plans.guide_depth: the guide's scan, the terms' depth and at least a 4-term query's.
+-- pglogic.engine.plans.guide_depth: the guide's scan, the terms' depth and at least a query's of
+-- guide_terms terms.
 CREATE OR REPLACE FUNCTION pglogic._guide_depth(k bigint, depth bigint)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN GREATEST(depth, pglogic._default_depth(k, 4));
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN GREATEST(depth, pglogic._default_depth(k, pglogic._default('guide_terms')::integer));
 
--- pglogic.engine.plans.guide_only_depth: the guide's scan when it is the only one (twice
--- guide_depth), thinned under a filter that keeps the fraction selectivity of the rows.
+-- pglogic.engine.plans.guide_only_depth: the guide's scan when it is the only one
+-- (guide_only_factor times guide_depth), thinned under a filter that keeps the fraction
+-- selectivity of the rows.
 CREATE OR REPLACE FUNCTION pglogic._guide_only_depth(k bigint, selectivity double precision)
 RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
 DECLARE
-    unfiltered bigint := LEAST(1000, 2 * pglogic._guide_depth(k, pglogic._default_depth(k, 1)));
+    factor constant integer := pglogic._default('guide_only_factor')::integer;
+    unfiltered bigint := LEAST(1000, factor * pglogic._guide_depth(k, pglogic._default_depth(k, 1)));
     wider bigint;
     thinned bigint;
 BEGIN
@@ -993,7 +1030,7 @@ BEGIN
         RETURN unfiltered;
     END IF;
     wider := ceil(k / selectivity)::bigint;
-    thinned := ceil(selectivity * LEAST(1000, 2 * pglogic._guide_depth(
+    thinned := ceil(selectivity * LEAST(1000, factor * pglogic._guide_depth(
         wider, pglogic._default_depth(wider, 1))))::bigint;
     RETURN GREATEST(pglogic._default_depth(k, 1), LEAST(unfiltered, thinned));
 END
@@ -1065,19 +1102,19 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN or_operator = 'max' AND coalesce(lower(tree ->> 'op') = 'or', false)
        AND pglogic._disjunction(tree);
 
--- pglogic.engine.plans.EXACT_SWITCH and prefer_exact: whether scoring every row that passes a
--- filter beats the filtered HNSW scans of plan 'terms', 'guide' or 'union'.
+-- pglogic.engine.plans.prefer_exact (exact_switch of pglogic.defaults): whether scoring every
+-- row that passes a filter beats the filtered HNSW scans of plan 'terms', 'guide' or 'union'.
 CREATE OR REPLACE FUNCTION pglogic._prefer_exact(
     matching_rows double precision, k bigint, candidate_terms integer, plan text,
     selectivity double precision
 )
 RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN CASE plan
-    WHEN 'guide' THEN matching_rows <= 17 * pglogic._guide_only_depth(k, selectivity)
-    WHEN 'union' THEN matching_rows <= 17 * candidate_terms
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN matching_rows <= pglogic._default('exact_switch')::integer * CASE plan
+    WHEN 'guide' THEN pglogic._guide_only_depth(k, selectivity)
+    WHEN 'union' THEN candidate_terms
         * GREATEST(k::double precision, pglogic._default_depth(k, 1) * selectivity)
-    ELSE matching_rows <= 17 * candidate_terms * pglogic._default_depth(k, candidate_terms)
+    ELSE candidate_terms * pglogic._default_depth(k, candidate_terms)
 END;
 
 -- the guide vector: pglogic.engine.guide ------------------------------------------------------
@@ -1481,8 +1518,9 @@ BEGIN
             'tree like {"op": "and", "args": [...]}' USING ERRCODE = '22023';
     END IF;
 
-    -- options (pglogic.engine.options.SearchOptions)
-    k := pglogic._int_option(opts, 'k', 10);
+    -- options (pglogic.engine.options.SearchOptions), the defaults from pglogic.defaults
+    opts := pglogic._with_defaults(opts);
+    k := pglogic._int_option(opts, 'k', NULL);
     IF k < 1 THEN
         RAISE EXCEPTION 'Invalid k=%: must be at least 1', k USING ERRCODE = '22023';
     END IF;
@@ -1492,7 +1530,7 @@ BEGIN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10',
             pglogic._show(opts -> 'and_text') USING ERRCODE = '22023';
     END IF;
-    and_text := pglogic._int_option(opts, 'and_text', 4);
+    and_text := pglogic._int_option(opts, 'and_text', NULL);
     IF and_text < 0 OR and_text > 10 THEN
         RAISE EXCEPTION 'Invalid and_text=%: a whole number from 0 to 10', and_text
             USING ERRCODE = '22023';
@@ -1519,25 +1557,23 @@ BEGIN
                         pglogic._float_text(cal.lam));
     END IF;
     -- since migration 0007: a lexical term's truth (pglogic.engine.options.LEXICAL), the mode
-    lexical_truth := coalesce(nullif(opts -> 'lexical', 'null') #>> '{}', 'crisp');
-    IF jsonb_typeof(opts -> 'lexical') NOT IN ('string', 'null')
+    lexical_truth := opts ->> 'lexical';
+    IF jsonb_typeof(opts -> 'lexical') <> 'string'
        OR NOT lexical_truth = ANY (ARRAY['crisp', 'rank']) THEN
         RAISE EXCEPTION 'Unknown lexical truth %: valid values are crisp, rank',
             CASE WHEN jsonb_typeof(opts -> 'lexical') = 'string' THEN quote_literal(lexical_truth)
                  ELSE pglogic._show(opts -> 'lexical') END USING ERRCODE = '22023';
     END IF;
-    mode := coalesce(nullif(opts -> 'mode', 'null') #>> '{}', 'fuzzy');
-    exact := pglogic._bool_option(opts, 'exact', false);
+    mode := opts ->> 'mode';
+    exact := pglogic._bool_option(opts, 'exact', NULL);
     -- since migration 0010: a corpus with passages (a row in pglogic.passage_layouts) is
     -- searched through them unless "passages" is false (pglogic.engine.compile.Source.for_corpus)
-    use_passages := pglogic._bool_option(opts, 'passages', true);  -- (checked on any corpus)
+    use_passages := pglogic._bool_option(opts, 'passages', NULL);  -- (checked on any corpus)
     use_passages := use_passages AND c.passage_tokens IS NOT NULL;
     -- since migration 0011: how the passages make a text's similarity
-    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus); the default is
-    -- "blend-not" since 0012, "blend-not-or" since 0013
-    -- (pglogic.engine.options.DEFAULT_PASSAGE_SCORE)
-    passage_score := coalesce(nullif(opts -> 'passage_score', 'null') #>> '{}', 'blend-not-or');
-    IF jsonb_typeof(opts -> 'passage_score') NOT IN ('string', 'null')
+    -- (pglogic.engine.options.PASSAGE_SCORES; checked on any corpus)
+    passage_score := opts ->> 'passage_score';
+    IF jsonb_typeof(opts -> 'passage_score') <> 'string'
        OR NOT passage_score = ANY (ARRAY['blend-not-or', 'blend-not', 'max', 'blend']) THEN
         RAISE EXCEPTION 'Unknown passage score %: valid values are blend-not-or, blend-not, max, '
             'blend',
@@ -1545,35 +1581,32 @@ BEGIN
                  THEN quote_literal(passage_score)
                  ELSE pglogic._show(opts -> 'passage_score') END USING ERRCODE = '22023';
     END IF;
-    -- since migration 0014: a negated term against its context (pglogic.engine.negation;
-    -- pglogic.engine.negation.DEFAULT_NOT_CONTEXT)
-    IF jsonb_typeof(opts -> 'not_context') NOT IN ('number', 'null') THEN
+    -- since migration 0014: a negated term against its context (pglogic.engine.negation)
+    IF jsonb_typeof(opts -> 'not_context') <> 'number' THEN
         RAISE EXCEPTION 'Invalid not_context=%: a number from 0 (the negated term as it is) to 1 '
             '(without its AND''s positive terms)', pglogic._show(opts -> 'not_context')
             USING ERRCODE = '22023';
     END IF;
-    not_context := coalesce((nullif(opts -> 'not_context', 'null') #>> '{}')::double precision,
-                            0.5);
+    not_context := (opts ->> 'not_context')::double precision;
     IF NOT not_context BETWEEN 0 AND 1 THEN
         RAISE EXCEPTION 'Invalid not_context=%: a number from 0 (the negated term as it is) to 1 '
             '(without its AND''s positive terms)', pglogic._show(opts -> 'not_context')
             USING ERRCODE = '22023';
     END IF;
     -- since migration 0015: a negated term's similarity is at least not_mention where the
-    -- document's words match it as a phrase (pglogic.engine.negation.DEFAULT_NOT_MENTION)
-    IF jsonb_typeof(opts -> 'not_mention') NOT IN ('number', 'null') THEN
+    -- document's words match it as a phrase
+    IF jsonb_typeof(opts -> 'not_mention') <> 'number' THEN
         RAISE EXCEPTION 'Invalid not_mention=%: a number from 0 (the similarity alone) to 1 (a '
             'mention makes the negated term fully true)', pglogic._show(opts -> 'not_mention')
             USING ERRCODE = '22023';
     END IF;
-    not_mention := coalesce((nullif(opts -> 'not_mention', 'null') #>> '{}')::double precision,
-                            0.4);
+    not_mention := (opts ->> 'not_mention')::double precision;
     IF NOT not_mention BETWEEN 0 AND 1 THEN
         RAISE EXCEPTION 'Invalid not_mention=%: a number from 0 (the similarity alone) to 1 (a '
             'mention makes the negated term fully true)', pglogic._show(opts -> 'not_mention')
             USING ERRCODE = '22023';
     END IF;
-    iterative := pglogic._bool_option(opts, 'iterative_scan', true);
+    iterative := pglogic._bool_option(opts, 'iterative_scan', NULL);
     user_depth := pglogic._int_option(opts, 'depth', NULL);
     -- since migration 0017, pglogic.engine.compile._depths' bounds (0 returned no rows); as
     -- there, an exact search has no depth to check
@@ -1585,7 +1618,7 @@ BEGIN
     term_scans := pglogic._bool_option(opts, 'term_scans', NULL);
     given_guide := opts -> 'guide';
     IF given_guide IS NULL OR jsonb_typeof(given_guide) IN ('null', 'boolean') THEN
-        use_guide := pglogic._bool_option(opts, 'guide', true);
+        use_guide := pglogic._bool_option(opts, 'guide', NULL);
         given_guide := NULL;
     ELSIF jsonb_typeof(given_guide) IN ('array', 'string') THEN
         use_guide := true;
@@ -1610,7 +1643,7 @@ BEGIN
                              WHERE (x.e ->> 'positive')::boolean ORDER BY x.n);
     n_terms := cardinality(terms);
     -- the SQL function has the fuzzy mode only (pglogic.engine.render.search_json)
-    IF mode <> 'fuzzy' OR jsonb_typeof(opts -> 'mode') NOT IN ('string', 'null') THEN
+    IF mode <> 'fuzzy' OR jsonb_typeof(opts -> 'mode') <> 'string' THEN
         mode := CASE WHEN jsonb_typeof(opts -> 'mode') = 'string' THEN quote_literal(mode)
                      ELSE pglogic._show(opts -> 'mode') END;
         IF cardinality(lexical) > 0 THEN  -- pglogic.engine.compile._check_lexical

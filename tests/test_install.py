@@ -238,7 +238,7 @@ def test_sql_sources_are_the_files_of_sql() -> None:
 
 def test_head_installs_the_functions_of_sql(dsn: str, sql_only_dsn: str) -> None:
     migrated = functions(dsn)
-    assert len(migrated) == 49  # (0017: pglogic._vector)
+    assert len(migrated) == 51  # (0020: pglogic._default, _with_defaults)
     assert migrated == functions(sql_only_dsn)
 
 

@@ -46,6 +46,7 @@ FROZEN_SHA256 = {
     "0017_search.sql": "b11c7e1be6da09cfca802493e5fd8b7e3797c00860ccac2e6389962426c36d7e",
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
     "0019_search.sql": "3b7eae1de7caec3354391df17462e222383f0d9323a5e4a50bfac64c532f2cf2",
+    "0020_search.sql": "b405db988b1574280494929b26d19d209184f85371115bf3b85ffd606f2deadd",
 }
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")

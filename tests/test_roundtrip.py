@@ -56,8 +56,9 @@ def populate(conn: Connection) -> None:
     admin.switch_embedding(conn, "switched", model=B)
 
 
-#: Tables whose rows are the bookkeeping of the migrations themselves, not data.
-BOOKKEEPING = ("pglogic_alembic_version", "schema_compat")
+#: Tables whose rows are the migrations' own (their bookkeeping, the engine's defaults they
+#: write), not data.
+BOOKKEEPING = ("pglogic_alembic_version", "schema_compat", "defaults")
 
 
 def registry(dsn: str) -> dict[str, list[tuple[Any, ...]]]:

@@ -1386,23 +1386,32 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
         return int(row[0]), bool(row[1]), bool(row[2])
 
     assert migrate.current(dsn) == migrate.head()
-    assert objects() == (49, True, True)  # (0017: pglogic._vector)
+    assert objects() == (51, True, True)  # (0020: pglogic._default, _with_defaults)
     migrate.downgrade(dsn, "0001")
     assert objects() == (0, False, False)
     migrate.upgrade(dsn)
-    assert objects() == (49, True, True)  # (0017: pglogic._vector)
+    assert objects() == (51, True, True)  # (0020: pglogic._default, _with_defaults)
 
 
 #: The functions migration 0014 adds (pglogic.engine.negation).
 NEW_IN_0014 = frozenset(
     {"pglogic._not_contexts(jsonb,jsonb)", "pglogic._projected(vector,vector[],double precision)"}
 )
-#: What migration 0017 adds, and changes besides pglogic._plan (refusing bad input).
-NEW_IN_0017 = frozenset({"pglogic._vector(jsonb,text)"})
-CHANGED_IN_0017 = frozenset(
+#: What migrations 0017 (refusing bad input) and 0020 (the defaults read from pglogic.defaults)
+#: add, and change besides pglogic._plan.
+NEW_SINCE_0017 = frozenset(
+    {"pglogic._vector(jsonb,text)", "pglogic._default(text)", "pglogic._with_defaults(jsonb)"}
+)
+CHANGED_SINCE_0017 = frozenset(
     {
         "pglogic._check_operator(text,text,text)",
         "pglogic._collect_terms(jsonb,boolean,jsonb,integer)",
+        "pglogic._resolve_operators(jsonb)",
+        "pglogic._resolve_truth(jsonb)",
+        "pglogic._default_depth(bigint,integer)",
+        "pglogic._guide_depth(bigint,bigint)",
+        "pglogic._guide_only_depth(bigint,double precision)",
+        "pglogic._prefer_exact(double precision,bigint,integer,text,double precision)",
     }
 )
 
@@ -1499,7 +1508,7 @@ def test_migration_0007_reads_lexical_terms_and_downgrades(dsn: str) -> None:
         "pglogic._score_sql(jsonb,text[],text[],text,integer,text[])",
         "pglogic._and_text_polarity(jsonb,boolean,jsonb)",  # (since 0012)
         *NEW_IN_0014,
-        *NEW_IN_0017,
+        *NEW_SINCE_0017,
     }
     assert set(old) - set(head_functions) == {
         "pglogic._score_sql(jsonb,text[],text[],text,integer)"

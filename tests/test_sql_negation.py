@@ -26,9 +26,9 @@ from pglogic.store.lexical import add_lexical_index, drop_lexical_index
 from pglogic.store.search import execute
 from tests.conftest import TEMPLATE_DB, Server
 from tests.test_sql_functions import (
-    CHANGED_IN_0017,
+    CHANGED_SINCE_0017,
     NEW_IN_0014,
-    NEW_IN_0017,
+    NEW_SINCE_0017,
     all_functions,
     assert_same,
     message,
@@ -173,13 +173,13 @@ def test_migration_0014_adds_the_option_and_downgrades(neg_dsn: str) -> None:
     try:
         migrate.downgrade(neg_dsn, "0013")
         old = all_functions(neg_dsn)
-        assert set(head) - set(old) == NEW_IN_0014 | NEW_IN_0017
+        assert set(head) - set(old) == NEW_IN_0014 | NEW_SINCE_0017
         # (pglogic.search and search_plan: since 0016, which binds $7 as a regconfig)
         assert {f for f in old if old[f] != head[f]} == {
             "pglogic._plan(text,jsonb)",
             "pglogic.search(text,jsonb)",
             "pglogic.search_plan(text,jsonb)",
-            *CHANGED_IN_0017,
+            *CHANGED_SINCE_0017,
         }
         with connect(neg_dsn) as conn:
             exc = sql_error(conn, "neg", rendered)
@@ -274,12 +274,12 @@ def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: st
         # 0016 reads the words after grouping the passages and binds $7 as a regconfig
         migrate.downgrade(neg_dsn, "0015")
         mid = all_functions(neg_dsn)
-        assert set(head) - set(mid) == NEW_IN_0017
+        assert set(head) - set(mid) == NEW_SINCE_0017
         assert {f for f in mid if mid[f] != head[f]} == {
             "pglogic._plan(text,jsonb)",
             "pglogic.search(text,jsonb)",
             "pglogic.search_plan(text,jsonb)",
-            *CHANGED_IN_0017,
+            *CHANGED_SINCE_0017,
         }
         migrate.downgrade(neg_dsn, "0014")
         old = all_functions(neg_dsn)

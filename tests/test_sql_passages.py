@@ -38,11 +38,11 @@ from pglogic.store.passages import PassageLayout, passage_index_name, passage_st
 from pglogic.store.search import search
 from tests.conftest import SHARED_DATA, TEMPLATE_DB, Server
 from tests.test_sql_functions import (
-    CHANGED_IN_0017,
+    CHANGED_SINCE_0017,
     LEXICAL_QUERIES,
     LEXICAL_SHAPES,
     NEW_IN_0014,
-    NEW_IN_0017,
+    NEW_SINCE_0017,
     PLAN_FILTERS,
     PLAN_OPTIONS,
     QUERIES,
@@ -508,7 +508,7 @@ def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None
         assert set(head) - set(old) == {
             "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
             *NEW_IN_0014,
-            *NEW_IN_0017,
+            *NEW_SINCE_0017,
         }
         assert ") / 2 AS" not in plan_statement(synth_dsn, query)  # the default is max again
         with connect(synth_dsn) as conn:
@@ -551,12 +551,12 @@ def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> No
     try:
         migrate.downgrade(synth_dsn, "0012")
         old = all_functions(synth_dsn)
-        assert set(head) - set(old) == NEW_IN_0014 | NEW_IN_0017
+        assert set(head) - set(old) == NEW_IN_0014 | NEW_SINCE_0017
         assert {f for f in old if old[f] != head[f]} == {
             "pglogic._plan(text,jsonb)",
             "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
             "pglogic.search_plan(text,jsonb)",  # (since 0016: its list of parameters)
-            *CHANGED_IN_0017,
+            *CHANGED_SINCE_0017,
         }
         # blend-not: max without a NOT
         assert ") / 10 AS" not in plan_statement(synth_dsn, disjunction)
@@ -588,14 +588,14 @@ def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
     assert set(head) - set(old) == {
         "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
         *NEW_IN_0014,  # (0012, 0014)
-        *NEW_IN_0017,
+        *NEW_SINCE_0017,
     }
     assert set(old) < set(head)
     assert {f for f in old if old[f] != head[f]} == {
         "pglogic._plan(text,jsonb)",
         "pglogic.search_plan(text,jsonb)",
         "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
-        *CHANGED_IN_0017,
+        *CHANGED_SINCE_0017,
     }
     assert "passage" not in old["pglogic._plan(text,jsonb)"]
     migrate.upgrade(dsn)

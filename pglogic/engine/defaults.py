@@ -25,20 +25,40 @@ __all__ = [
     "AND_TEXT",
     "DEPTH_FLOOR",
     "DEPTH_PER_K",
+    "EXACT",
     "EXACT_SWITCH",
+    "GUIDE",
     "GUIDE_ONLY_FACTOR",
     "GUIDE_TERMS",
+    "ITERATIVE_SCAN",
     "LEXICAL",
     "MODE",
     "NOT_CONTEXT",
     "NOT_MENTION",
     "NOT_POWER",
     "OPERATORS",
+    "PASSAGES",
     "PASSAGE_SCORE",
     "SQL",
     "TRUTH",
+    "K",
     "fingerprint",
 ]
+
+K: Final = 10
+"""Hits returned."""
+
+EXACT: Final = False
+"""Whether to score every document instead of the planned index scans."""
+
+GUIDE: Final = True
+"""Whether a query of two or more terms scans along its guide vector too."""
+
+ITERATIVE_SCAN: Final = True
+"""Whether filtered HNSW scans continue until they have enough rows (pgvector >= 0.8)."""
+
+PASSAGES: Final = True
+"""Whether a corpus with passages is searched through them."""
 
 OPERATORS: Final = "product-max-strong"
 """The operator family (:data:`pglogic.engine.operators.PRESETS`): product, max and
@@ -99,6 +119,11 @@ measured on 100k vectors in ``bench/perf/scale.py`` (AND 3, k=10: 10% filter 60 
 vs 64 ms exact; 1% filter 181 ms vs 66 ms): :func:`pglogic.engine.plans.prefer_exact`."""
 
 SQL: Final[dict[str, object]] = {
+    "k": K,
+    "exact": EXACT,
+    "guide": GUIDE,
+    "iterative_scan": ITERATIVE_SCAN,
+    "passages": PASSAGES,
     "operators": OPERATORS,
     "truth": TRUTH,
     "mode": MODE,
@@ -107,18 +132,16 @@ SQL: Final[dict[str, object]] = {
     "passage_score": PASSAGE_SCORE,
     "not_context": NOT_CONTEXT,
     "not_mention": NOT_MENTION,
-}
-"""The defaults of ``pglogic.search``'s options, as the table ``pglogic.defaults`` holds them."""
-
-_ALL: Final[dict[str, object]] = {
-    **SQL,
-    "not_power": NOT_POWER,
     "depth_floor": DEPTH_FLOOR,
     "depth_per_k": DEPTH_PER_K,
     "guide_terms": GUIDE_TERMS,
     "guide_only_factor": GUIDE_ONLY_FACTOR,
     "exact_switch": EXACT_SWITCH,
 }
+"""The table ``pglogic.defaults`` (name → value): ``pglogic.search``'s option defaults under
+the options' names, then the planner's constants."""
+
+_ALL: Final[dict[str, object]] = {**SQL, "not_power": NOT_POWER}
 
 
 def fingerprint() -> str:

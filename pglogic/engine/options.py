@@ -123,15 +123,15 @@ class SearchOptions:
         5
     """
 
-    k: int = 10
+    k: int = defaults.K
     operators: str | OperatorFamily = DEFAULT_FAMILY
     truth: str = defaults.TRUTH
-    exact: bool = False
+    exact: bool = defaults.EXACT
     depth: int | None = None
     ef_search: int | None = None
     filters: Sequence[Filter] = field(default_factory=tuple)
-    iterative_scan: bool = True
-    guide: bool = True
+    iterative_scan: bool = defaults.ITERATIVE_SCAN
+    guide: bool = defaults.GUIDE
     term_scans: bool | None = None
     mode: str = defaults.MODE
     question: str | None = None
@@ -140,7 +140,7 @@ class SearchOptions:
     timeout: float | None = None
     and_text: int = DEFAULT_AND_TEXT
     lexical: str = defaults.LEXICAL
-    passages: bool = True
+    passages: bool = defaults.PASSAGES
     passage_score: str = DEFAULT_PASSAGE_SCORE
     not_context: float = DEFAULT_NOT_CONTEXT
     not_mention: float = DEFAULT_NOT_MENTION

@@ -1,0 +1,76 @@
+"""The engine's defaults exist once: :mod:`pglogic.engine.defaults`, and the table
+``pglogic.defaults`` that the migrations fill and ``pglogic.search`` reads.
+
+A database upgraded to the head holds exactly :data:`pglogic.engine.defaults.SQL`; the Python
+options take their defaults from the same module; and the SQL function follows the table (a
+changed row changes its result), so no default is written inside a function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pglogic.engine import defaults
+from pglogic.engine.options import SearchOptions
+from pglogic.store import corpus as corpora
+from pglogic.store.db import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_python_options_default_to_the_module() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+    options = {name: value for name, value in defaults.SQL.items() if name in fields}
+    assert options == {name: fields[name] for name in options}
+    planner = set(defaults.SQL) - set(fields)
+    assert planner == {"depth_floor", "depth_per_k", "guide_terms", "guide_only_factor",
+                       "exact_switch"}  # fmt: skip
+
+
+def test_no_function_writes_a_default_as_a_literal() -> None:
+    """The option defaults of the SQL function come from pglogic.defaults only."""
+    text = (ROOT / "sql" / "search.sql").read_text(encoding="utf-8")
+    options = re.findall(r"_(?:int|bool)_option\(opts, '(\w+)', ([^)]*)\)", text)
+    assert options and all(dflt == "NULL" for _, dflt in options), options
+    assert "#>> '{}', 'blend-not-or')" not in text and "RETURN 'clamp'" not in text
+
+
+@pytest.mark.db
+def test_a_database_at_the_head_holds_the_defaults(dsn: str) -> None:
+    with connect(dsn) as conn:
+        rows = dict(conn.execute("SELECT name, value FROM pglogic.defaults").fetchall())
+    assert rows == defaults.SQL
+
+
+@pytest.mark.db
+def test_the_sql_function_follows_the_table(dsn: str) -> None:
+    with connect(dsn, autocommit=True) as c:
+        corpus = corpora.create_corpus(c, "defaults_demo", model="m", dim=3, lexical=None)
+        c.execute(
+            sql.SQL(
+                "INSERT INTO {} (external_id, title, text, text_hash, row_hash, embedding)"
+                " SELECT i::text, 't', 't', '\\x00', '\\x00', ARRAY[1, i, 0]::vector"
+                " FROM generate_series(1, 20) AS i"
+            ).format(corpus.table)
+        )
+    query = Jsonb({"tree": {"term": "x", "vector": [1, 0, 0]}})
+    with connect(dsn) as conn:
+        count = "SELECT count(*) FROM pglogic.search('defaults_demo', %s)"
+        assert conn.execute(count, (query,)).fetchone() == (defaults.K,)
+        conn.execute("UPDATE pglogic.defaults SET value = '3' WHERE name = 'k'")
+        assert conn.execute(count, (query,)).fetchone() == (3,)
+        conn.execute("UPDATE pglogic.defaults SET value = '\"godel\"' WHERE name = 'operators'")
+        plan = conn.execute(
+            "SELECT pglogic.search_plan('defaults_demo', %s) ->> 'operators'", (query,)
+        ).fetchone()
+        assert plan == ("and=min,or=max,not=complement",)
+        conn.execute("DELETE FROM pglogic.defaults WHERE name = 'truth'")
+        with pytest.raises(Exception, match=r"pglogic\.defaults has no row .truth."):
+            conn.execute(count, (query,))
+        conn.rollback()
