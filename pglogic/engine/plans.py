@@ -9,6 +9,10 @@ only one (:func:`guide_only_plan`, at :func:`guide_only_depth`); where the terms
 suffice (:func:`union_suffices`) there is no guide (:func:`union_plan`); otherwise each positive
 term gets a scan at :func:`default_depth` and the guide one at :func:`guide_depth`.
 
+The policies every search path applies are here too, once: the filter estimate's arithmetic
+(:func:`sample_percent`, :func:`estimate_from_sample`) and the exact pass that follows index
+scans which found fewer than k rows (:func:`needs_exact_pass`).
+
 Example:
     >>> from pglogic.query import parse
     >>> [scan_plan(parse(q), SearchOptions()) for q in ('"a" AND "b"', '"a" OR "b"')]
@@ -24,7 +28,16 @@ import math
 from pglogic.engine import defaults
 from pglogic.engine.operators import OperatorFamily, resolve_family
 from pglogic.engine.options import MAX_EF_SEARCH, SearchOptions
-from pglogic.query import Match, Node, Not, Or, Term, terms
+from pglogic.query import (
+    Match,
+    Node,
+    Not,
+    Or,
+    Term,
+    positive_matches,
+    positive_terms,
+    terms,
+)
 
 
 def default_depth(k: int, n_terms: int) -> int:
@@ -234,3 +247,87 @@ def prefer_exact(
         union_depth = max(k, default_depth(k, 1) * selectivity)
         return matching_rows <= EXACT_SWITCH * candidate_terms * union_depth
     return matching_rows <= EXACT_SWITCH * candidate_terms * depth
+
+
+def lexical_candidates_only(tree: Node) -> bool:
+    """Whether every candidate of ``tree``'s approximate statement comes from lexical scans.
+
+    True when no semantic term can raise the score (:func:`~pglogic.query.positive_terms`)
+    but a lexical one can (:func:`~pglogic.query.positive_matches`): its scans of the lexical
+    index find every matching document, so the candidates are all there is.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> [lexical_candidates_only(parse(q)) for q in ('match:wheat AND NOT "b"', '"a"',
+        ...                                              '"a" OR match:wheat')]
+        [True, False, False]
+    """
+    return not positive_terms(tree) and bool(positive_matches(tree))
+
+
+def needs_exact_pass(rows_found: int, k: int, tree: Node, *, exact: bool = False) -> bool:
+    """Whether a search whose approximate statement returned ``rows_found`` rows runs again,
+    scoring every (matching) row: the exact pass.
+
+    When the index scans found fewer than k rows: under a rare filter an iterative scan stops
+    at ``hnsw.max_scan_tuples``, an over-fetch (pgvector < 0.8) at ``ef_search`` rows, k
+    passages may belong to fewer than k documents, and a corpus may hold fewer than k
+    documents. The exact pass returns k rows whenever k match, and it is cheap when so few do.
+    Not for a statement that was exact already, nor when every candidate comes from lexical
+    scans (:func:`lexical_candidates_only`): those found every match, and the answer is the
+    matches only, never every document scored to fill k. Applied by
+    :func:`pglogic.store.search.search` and :func:`pglogic.integrations.sqlalchemy.execute`;
+    ``pglogic.search`` (``sql/search.sql``) applies the same rule to its filtered, lexical and
+    passage plans (``tests/test_policies.py``).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> tree = parse('"a" AND NOT "b"')
+        >>> needs_exact_pass(3, 10, tree), needs_exact_pass(10, 10, tree)
+        (True, False)
+        >>> needs_exact_pass(3, 10, parse('"a"'), exact=True)
+        False
+        >>> needs_exact_pass(1, 10, parse('match:wheat AND NOT "b"'))  # every match found
+        False
+    """
+    return not exact and rows_found < k and not lexical_candidates_only(tree)
+
+
+def sample_percent(pages: int, pages_read: int = 1000) -> float:
+    """The ``TABLESAMPLE SYSTEM`` percentage that reads about ``pages_read`` of a table's
+    ``pages`` (all of a smaller table): the filter estimate's sample.
+
+    About 1,000 pages cost a few milliseconds at any corpus size
+    (:func:`pglogic.store.search.estimate_filter`; ``pglogic._plan`` in ``sql/search.sql``
+    samples the same share).
+
+    Example:
+        >>> sample_percent(500), sample_percent(4000), sample_percent(0)
+        (100.0, 25.0, 100.0)
+    """
+    return min(100.0, 100.0 * pages_read / max(1, pages))
+
+
+def estimate_from_sample(
+    sample_matches: int, sample_rows: int, table_rows: float
+) -> tuple[float, float]:
+    """(selectivity, estimated matching rows) of a filter from a sample of the table.
+
+    ``sample_matches`` of the ``sample_rows`` sampled rows pass the filter; ``table_rows`` is
+    the planner's count of the table's rows (``pg_class.reltuples``). The selectivity counts at
+    least one match, so a rare filter never looks impossible; the matching rows scale it to the
+    table (at least the sample's size: statistics may lag behind the rows). An empty sample
+    says nothing: selectivity 1 and every row. :func:`prefer_exact` decides with them.
+
+    Example:
+        >>> estimate_from_sample(250, 1000, 40_000.0)
+        (0.25, 10000.0)
+        >>> estimate_from_sample(0, 1000, 40_000.0)  # at least one match
+        (0.001, 40.0)
+        >>> estimate_from_sample(30, 100, 0.0), estimate_from_sample(0, 0, 7.0)
+        ((0.3, 30.0), (1.0, 7.0))
+    """
+    if sample_rows <= 0:
+        return 1.0, table_rows
+    selectivity = max(sample_matches, 1) / sample_rows
+    return selectivity, selectivity * max(table_rows, float(sample_rows))

@@ -39,12 +39,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from pgvector.sqlalchemy import Vector
 from psycopg import sql as psql
-from sqlalchemy import Column, Float, Table, bindparam, column, event, inspect, text
+from sqlalchemy import Column, Float, Table, and_, bindparam, column, event, inspect, text
 from sqlalchemy.engine import URL, Connection, Engine, Row
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
@@ -58,8 +58,9 @@ from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY
 from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
+from pglogic.engine.plans import needs_exact_pass
 from pglogic.errors import InvalidInput
-from pglogic.query import Node, matches, positive_matches, positive_terms, to_tree
+from pglogic.query import Node, matches, to_tree
 from pglogic.store.citus import PROPAGATE
 from pglogic.store.db import version_tuple
 from pglogic.store.ingest import vector_problem
@@ -116,10 +117,60 @@ class LogicalSelect(Select[Any]):
     """A ``Select`` whose ranking is a pglogic logical search (see :func:`logical_search`).
 
     ``pglogic_terms`` lists the term texts in the order of the ``sim_<i>`` columns.
+    ``pglogic_pushed`` holds the ``.where()`` conditions on the searched table alone, which
+    go inside every candidate CTE instead of the statement's own WHERE; ``pglogic_joins``
+    counts the joins made with ``.join()`` and ``.join_from()`` (and their outer forms), the
+    ranking's own first.
     """
 
     inherit_cache = False
     pglogic_spec: _Spec
+    pglogic_pushed: tuple[ColumnElement[Any], ...] = ()
+    pglogic_joins: int = 0
+
+    def where(self, *whereclause: Any) -> Self:
+        """Add conditions, ANDed as ``Select.where`` does: those on the searched table alone
+        to the candidate scans (:attr:`pglogic_pushed`), the others to the statement's WHERE,
+        which filters the ranked rows.
+
+        Example:
+            >>> stmt.where(Article.lang == "en").pglogic_pushed  # doctest: +SKIP
+            (<sqlalchemy.sql.elements.BinaryExpression ...>,)
+        """
+        table = self.pglogic_spec.table
+        pushed: list[ColumnElement[Any]] = []
+        kept: list[Any] = []
+        for criterion in whereclause:
+            element = and_(criterion)  # coerced as where() coerces it (the WHERE role)
+            if _pushable(element, table):
+                pushed.append(element)
+            else:
+                kept.append(criterion)
+        out = super().where(*kept)
+        out.pglogic_pushed = (*self.pglogic_pushed, *pushed)
+        return out
+
+    def join(
+        self, target: Any, onclause: Any = None, *, isouter: bool = False, full: bool = False
+    ) -> Self:
+        """``Select.join``, counted in :attr:`pglogic_joins` (``outerjoin`` calls it)."""
+        out = super().join(target, onclause, isouter=isouter, full=full)
+        out.pglogic_joins = self.pglogic_joins + 1
+        return out
+
+    def join_from(
+        self,
+        from_: Any,
+        target: Any,
+        onclause: Any = None,
+        *,
+        isouter: bool = False,
+        full: bool = False,
+    ) -> Self:
+        """``Select.join_from``, counted in :attr:`pglogic_joins` (``outerjoin_from`` calls it)."""
+        out = super().join_from(from_, target, onclause, isouter=isouter, full=full)
+        out.pglogic_joins = self.pglogic_joins + 1
+        return out
 
     @property
     def pglogic_terms(self) -> tuple[str, ...]:
@@ -139,9 +190,7 @@ class LogicalSelect(Select[Any]):
             {'hnsw.ef_search': '100'}
         """
         s = self.pglogic_spec
-        has_filter = extra_where is not None or any(
-            _pushable(c, s.table) for c in self._where_criteria
-        )
+        has_filter = extra_where is not None or bool(self.pglogic_pushed)
         where = psql.SQL(extra_where) if extra_where is not None else None
         if where is None and has_filter:
             where = psql.SQL("TRUE")
@@ -179,26 +228,23 @@ def _pushable(criterion: ColumnElement[Any], table: Table) -> bool:
 
 @compiles(LogicalSelect)
 def _compile_logical_select(element: LogicalSelect, compiler: SQLCompiler, **kw: Any) -> str:
-    table = element.pglogic_spec.table
-    pushed = [c for c in element._where_criteria if _pushable(c, table)]
-    kept = tuple(c for c in element._where_criteria if not _pushable(c, table))
-    clone = element._generate()
-    clone._where_criteria = kept
-    previous = getattr(compiler, "_pglogic_pushed", None)
-    compiler._pglogic_pushed = (element, pushed)  # type: ignore[attr-defined]
+    """The select as any other, its ranking (:func:`_compile_ranking`) with its pushed-down
+    conditions (the compiler carries them while it compiles the select)."""
+    previous = getattr(compiler, "pglogic_pushed", ())
+    compiler.pglogic_pushed = element.pglogic_pushed  # type: ignore[attr-defined]
     try:
-        out: str = compiler.visit_select(clone, **kw)  # type: ignore[no-untyped-call]
+        out: str = compiler.visit_select(element, **kw)  # type: ignore[no-untyped-call]
         return out
     finally:
-        compiler._pglogic_pushed = previous  # type: ignore[attr-defined]
+        compiler.pglogic_pushed = previous  # type: ignore[attr-defined]
 
 
 @compiles(_RankingText)
 def _compile_ranking(element: _RankingText, compiler: SQLCompiler, **kw: Any) -> str:
     spec = element.pglogic_spec
-    owner = getattr(compiler, "_pglogic_pushed", None)
-    pushed = owner[1] if owner is not None else []
-    where = " AND ".join(compiler.process(c) for c in pushed) if pushed else None
+    pushed = getattr(compiler, "pglogic_pushed", ())
+    # and_() parenthesises an OR among them (a OR b AND c would bind as a OR (b AND c))
+    where = compiler.process(and_(*pushed)) if pushed else None
     stub = LogicalSelect()
     stub.pglogic_spec = spec
     compiled = stub.pglogic_compiled(where)
@@ -544,30 +590,28 @@ def _exact_pass() -> Iterator[None]:
 
 
 def _short(stmt: LogicalSelect, rows: Sequence[Any]) -> bool:
-    """Whether the index scans returned fewer than the k rows the statement asks for (its own
-    LIMIT k, no OFFSET), so that every row should be scored instead, as the corpus path does
-    (:func:`pglogic.store.search.search`): an iterative scan under a rare filter stops early,
-    and k passages may belong to fewer than k documents. Not when the statement itself drops
-    ranked rows (conditions on other tables, joins of its own, a LIMIT or OFFSET of its own):
-    fewer than k rows are then its answer, and an exact pass would score the whole table for
-    nothing. Nor when every candidate comes from lexical scans, which find every match: the
-    answer is the matches only, never every document scored to fill k (as the corpus path)."""
+    """Whether the search runs again scoring every row: the engine's rule
+    (:func:`pglogic.engine.plans.needs_exact_pass`, as the corpus path,
+    :func:`pglogic.store.search.search`: fewer than k rows, not exact already, not all from
+    lexical scans), for a statement that is a plain ranking (:func:`_plain_ranking`)."""
     s = stmt.pglogic_spec
-    k = s.options.k
-    if s.options.exact or len(rows) >= k:
-        return False
-    if not positive_terms(s.tree) and positive_matches(s.tree):
-        return False
-    limit, offset = stmt._limit_clause, stmt._offset_clause
-    simple = stmt._simple_int_clause  # (else reading _limit or _offset raises CompileError)
-    return (
-        limit is not None
-        and simple(limit)
-        and stmt._limit == k
-        and (offset is None or (simple(offset) and not stmt._offset))
-        and len(stmt._setup_joins) == 1  # the ranking's own join
-        and all(_pushable(c, s.table) for c in stmt._where_criteria)
+    return needs_exact_pass(len(rows), s.options.k, s.tree, exact=s.options.exact) and (
+        _plain_ranking(stmt)
     )
+
+
+def _plain_ranking(stmt: LogicalSelect) -> bool:
+    """Whether ``stmt`` returns every ranked row up to its k: its own LIMIT k, no OFFSET (or
+    OFFSET 0), no join but the ranking's, no condition but those pushed into the scans. A
+    statement that drops ranked rows itself (conditions on other tables, joins of its own, a
+    LIMIT or OFFSET of its own) answers fewer than k rows: an exact pass would score the whole
+    table for nothing. Public API only: the statement equals itself with LIMIT k and no OFFSET
+    (``ClauseElement.compare``, which compares a LIMIT's value and its kind: a bound parameter
+    or an SQL expression is not k), its joins are counted by :class:`LogicalSelect` and
+    ``Select.whereclause`` holds the conditions not pushed."""
+    k = stmt.pglogic_spec.options.k
+    own_limit = any(stmt.compare(stmt.limit(k).offset(offset)) for offset in (None, 0))
+    return own_limit and stmt.pglogic_joins == 1 and stmt.whereclause is None
 
 
 @event.listens_for(Engine, "before_cursor_execute")
@@ -663,7 +707,30 @@ async def _execute_async(session: AsyncSession, stmt: LogicalSelect) -> list[Row
 
 def _reads_only(clause: Any) -> bool:
     """A plain SELECT (a pglogic search included), without FOR UPDATE / SHARE."""
-    return isinstance(clause, Select) and clause._for_update_arg is None
+    return isinstance(clause, Select) and not _locks_rows(clause)
+
+
+def _locks_rows(stmt: Select[Any]) -> bool:
+    """Whether ``stmt`` has a FOR UPDATE / FOR SHARE clause (``Select.with_for_update()``).
+
+    One of the helper's two reads of a private SQLAlchemy attribute (with :func:`_flushing`):
+    SQLAlchemy has no public accessor of a select's locking clause (``with_for_update()`` only sets it; its compilers read
+    ``GenerativeSelect._for_update_arg``, None without one, as here). Checked on SQLAlchemy
+    2.0.0, 2.0.44 and 2.1.9; ``tests/test_sqlalchemy_api.py`` fails if it moves.
+    """
+    return stmt._for_update_arg is not None
+
+
+def _flushing(session: Session) -> bool:
+    """Whether ``session`` is flushing (``Session.flush()``, or the bulk saves), so that
+    :meth:`RoutedSession.get_bind` sends what it asks for to the primary.
+
+    No public accessor either: SQLAlchemy's own recipe for routing reads and writes (the
+    ``get_bind`` example of ``AsyncSession.sync_session_class``) reads ``Session._flushing``,
+    as here. Checked on SQLAlchemy 2.0.0, 2.0.44 and 2.1.9; ``tests/test_sqlalchemy_api.py``
+    fails if it moves.
+    """
+    return bool(session._flushing)
 
 
 class RoutedSession(Session):
@@ -711,9 +778,10 @@ class RoutedSession(Session):
         ``bind`` given explicitly wins."""
         if bind is not None:
             return bind
-        if not self._flushing and not self.pglogic_wrote and _reads_only(clause):
+        flushing = _flushing(self)
+        if not flushing and not self.pglogic_wrote and _reads_only(clause):
             return self.pglogic_replica
-        if clause is not None or self._flushing:
+        if clause is not None or flushing:
             self.pglogic_wrote = True  # a write (or unknown text): reads stay on the primary
         return self.pglogic_primary
 

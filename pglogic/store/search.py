@@ -37,14 +37,19 @@ from pglogic.engine.compile import (
 )
 from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms
 from pglogic.engine.filters import Filter, filters_sql
-from pglogic.engine.plans import prefer_exact, scan_plan
+from pglogic.engine.plans import (
+    estimate_from_sample,
+    needs_exact_pass,
+    prefer_exact,
+    sample_percent,
+    scan_plan,
+)
 from pglogic.engine.source import SCHEMA, Corpus
 from pglogic.errors import EmbeddingError, InvalidInput, SearchTimeout
 from pglogic.query import (
     Match,
     Node,
     matches,
-    positive_matches,
     positive_terms,
     quote_term,
     to_tree,
@@ -252,14 +257,8 @@ def search(
         else:
             remember_term_vectors(conn, corpus, new)
     timings = {"compile": t1 - t0, "embed": t2 - t1}
-    lexical_only = not positive_terms(tree) and bool(positive_matches(tree))
-    if not opts.exact and len(hits) < opts.k and not lexical_only:
-        # The index scans found fewer than k rows: under a rare filter an iterative scan stops
-        # at hnsw.max_scan_tuples, an over-fetch (pgvector < 0.8) at ef_search rows, and a
-        # corpus may hold fewer than k documents. Score every (matching) row instead: k rows
-        # come back whenever k match, and it is cheap when so few do. A query whose candidates
-        # all come from lexical scans has them all (every match, up to its depth): it returns
-        # its matches only, never scoring every document to fill k.
+    if needs_exact_pass(len(hits), opts.k, tree, exact=opts.exact):
+        # the index scans found fewer than k rows: score every (matching) row instead
         timings["database_approximate"] = time.perf_counter() - t2
         compiled = compile_query(tree, corpus, replace(opts, exact=True))
         hits = execute(conn, compiled, vectors)
@@ -304,9 +303,9 @@ def check_lexical_terms(conn: Connection, corpus: Corpus, tree: Node) -> None:
 def estimate_selectivity(conn: Connection, corpus: Corpus, filters: Sequence[Filter]) -> float:
     """Estimate the fraction of the corpus's rows that pass ``filters`` from a block sample.
 
-    Reads about 1,000 pages (``TABLESAMPLE SYSTEM``, fixed seed), so it costs a few
-    milliseconds at any corpus size; used to size the over-fetch on servers without iterative
-    index scans. Returns 1.0 for an empty table or no filters.
+    Reads about 1,000 pages (``TABLESAMPLE SYSTEM``, fixed seed: :func:`sample_percent`), so it
+    costs a few milliseconds at any corpus size; used to size the over-fetch on servers without
+    iterative index scans. Returns 1.0 for an empty table or no filters.
 
     Example:
         >>> estimate_selectivity(conn, corpus, [Contains({"site": "cooking"})])  # doctest: +SKIP
@@ -361,6 +360,9 @@ def estimate_filter(
 ) -> tuple[float, float]:
     """Return (selectivity, estimated matching rows) of ``filters``; see estimate_selectivity.
 
+    The table's size from ``pg_class`` (its shards' on a Citus coordinator), a sample of
+    :func:`sample_percent` of it, and the arithmetic of :func:`estimate_from_sample`.
+
     Example:
         >>> estimate_filter(conn, corpus, [Contains({"site": "cooking"})])  # doctest: +SKIP
         (0.498, 4980.0)
@@ -376,7 +378,7 @@ def estimate_filter(
         pages = max(1, pages)
     if not filters:
         return 1.0, rows
-    percent = min(100.0, 100.0 * 1000 / pages)
+    percent = sample_percent(pages)
     src = Source.for_corpus(corpus)
     where, params = filters_sql(filters, src.col("metadata"), prefix="f")
     stmt = sql.SQL(
@@ -384,8 +386,4 @@ def estimate_filter(
         " TABLESAMPLE SYSTEM ({percent}) REPEATABLE (0)"
     ).format(where=where, from_=src.from_, percent=sql.Placeholder("percent"))
     res = conn.execute(stmt, {**params, "percent": percent}).fetchone()
-    if not res or not res[1]:
-        return 1.0, rows
-    # at least one match in the sample's worth, so a rare filter never looks impossible
-    selectivity = max(int(res[0]), 1) / int(res[1])
-    return selectivity, selectivity * max(rows, float(res[1]))
+    return estimate_from_sample(int(res[0]), int(res[1]), rows) if res else (1.0, rows)
