@@ -15,6 +15,13 @@ where it comes from). Pure file reading: no database, no model.
 
 When a result changes, the failure names each doc line that quotes the old number and the files
 it was checked against.
+
+Every cited results file also records what it was measured with (:mod:`bench.lib.provenance`: a
+line ``Measured at commit ... with engine defaults ...`` after a Markdown file's title, the key
+``"provenance"`` of a JSON object), and a result measured under other engine defaults than
+today's (:func:`pglogic.engine.defaults.fingerprint`) fails unless :data:`INDEPENDENT` says why it
+does not depend on them or :data:`STALE` lists it as a debt to rerun. The frozen studies
+(``bench/studies/``) are exempt: each answered one question once, under the defaults of its day.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
+from bench.lib import provenance
+from pglogic.engine.defaults import fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -339,12 +349,15 @@ def _text_numbers(text: str) -> Iterator[tuple[Decimal, str]]:
 @cache
 def file_numbers(path: Path) -> Numbers:
     """The numbers of a results file: as written (thousands separators dropped, k and M
-    multiplied out, no sign); a JSON file's values at full precision."""
+    multiplied out, no sign); a JSON file's values at full precision. Not its provenance."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        values = frozenset(abs(v) for v in _json_values(json.loads(text)) if v.is_finite())
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data.pop(provenance.KEY, None)  # a commit and a fingerprint: not measurements
+        values = frozenset(abs(v) for v in _json_values(data) if v.is_finite())
         return Numbers(values, frozenset(), frozenset(), frozenset())
-    numbers = [(abs(v), kind) for v, kind in _text_numbers(text)]
+    numbers = [(abs(v), kind) for v, kind in _text_numbers(provenance.without(text))]
     return Numbers(
         frozenset(v for v, _ in numbers),
         frozenset(v for v, kind in numbers if kind == "%"),
@@ -530,6 +543,175 @@ def test_every_allowed_number_is_still_quoted_and_still_missing() -> None:
         for path in cites[1:]:
             numbers |= file_numbers(path)
         assert not found(quote, numbers), f"{entry}: the cited files hold it now"
+
+
+# -- what the cited results were measured with ---------------------------------------------------
+
+#: The frozen studies: each answered one question once, under the defaults of its day, and is
+#: not rerun (bench/README.md); their results carry no provenance line.
+STUDIES = BENCH / "studies"
+
+#: Cited results that do not depend on the engine's defaults (pglogic/engine/defaults.py): no
+#: search whose ranking or plan a default changes is among their numbers. Keyed by the Markdown
+#: file; its JSON beside it goes with it. A result stays here whatever the defaults become.
+INDEPENDENT: dict[str, str] = {
+    "bench/correctness/results/backup_restore.md": "dump and restore times and sizes; searches only compared before and after",
+    "bench/correctness/results/failover.md": "rows lost and seconds until reads and writes resume after kill -9",
+    "bench/correctness/results/reliability.md": "counts: data lost and unexpected errors under bad input, faults, load",
+    "bench/correctness/results/upgrade_live.md": "failed searches, lock waits and rankings unchanged across a migration",
+    "bench/perf/results/citus_partitioning.md": "EXPLAIN of a hand-written statement on a scratch partitioned table, DDL errors",
+    "bench/perf/results/embed_providers.md": "the embedding models' speed and load times",
+    "bench/perf/results/ingest.md": "ingest throughput and HNSW build times: no search",
+    "bench/perf/results/realism.md": "the geometry of real and synthetic vectors: no search",
+    "bench/quality/nl/heldout/results.md": "the LLM's rewrites of held-out questions (part A only): no retrieval",
+    "bench/quality/nl/real/results.md": "the LLM's rewrites of real questions: no retrieval",
+}  # fmt: skip
+
+#: Cited results that depend on the engine's defaults but were measured under others: the debt,
+#: each with what changed since its run and the command that measures it again (then commit
+#: the result, update the numbers the docs quote and drop the entry). Keyed like INDEPENDENT.
+#: The goal is an empty dict.
+STALE: dict[str, str] = {
+    # perf: latency and recall of the search plans
+    "bench/perf/results/and_text_cost.md": "before passages, blend-not-or, not_context, not_mention; rerun bench/perf/and_text_cost.py (~5 min on sql_parity.py's kept 1M database)",
+    "bench/perf/results/citus.md": "before blend-not-or, not_context, not_mention; rerun bench/perf/citus.py load + measure + settings (local Citus cluster, ~1 h)",
+    "bench/perf/results/citus_plans.md": "before blend-not-or, not_context, not_mention; rerun bench/perf/citus.py plans --size 1000000 --shards 2",
+    "bench/perf/results/ef_sweep.md": "before product-max-strong and the AND texts; rerun bench/perf/ef_sweep.py --size 1000000 (kept 1M database)",
+    "bench/perf/results/ef_sweep_efc64.md": "before product-max-strong and the AND texts; rerun bench/perf/ef_sweep.py on a 1M index built with ef_construction 64",
+    "bench/perf/results/ef_sweep_isotropic.md": "before product-max-strong and the AND texts; rerun bench/perf/ef_sweep.py --data isotropic",
+    "bench/perf/results/filter_depth.md": "before product-max-strong and the AND texts; rerun bench/perf/filter_depth.py (~10 min, kept 1M database)",
+    "bench/perf/results/fixed_cost.md": "compiles the statements of before the AND texts and NOT floors; rerun bench/perf/fixed_cost.py (~10 s, no database)",
+    "bench/perf/results/guide.md": "before product-max-strong and the AND texts; rerun bench/perf/guide.py (NumPy, no database)",
+    "bench/perf/results/guide_only.md": "before product-max-strong and the AND texts; rerun bench/perf/guide_only.py --real (kept 1M database, bench_quality)",
+    "bench/perf/results/http_load.md": "before blend-not-or, not_context, not_mention; rerun bench/perf/http_load.py build (~17 min) and run",
+    "bench/perf/results/index_rebuild.md": "its latencies predate product-max-strong and the AND texts; rerun bench/perf/index_rebuild.py (~6 min)",
+    "bench/perf/results/lexical_latency.md": "before blend-not-or, not_context, not_mention; rerun bench/perf/lexical_latency.py load (~1 h), measure, ingest",
+    "bench/perf/results/not_context_latency.md": "before not_mention; rerun bench/perf/not_context_latency.py (~10 min, bench_quality)",
+    "bench/perf/results/passage_score_latency.md": "before not_context and not_mention; rerun bench/perf/passage_score_latency.py (~6 min, bench_quality)",
+    "bench/perf/results/passages_scale.md": "before not_mention; rerun bench/perf/passages_scale.py (~1 h)",
+    "bench/perf/results/query.md": "the first query benchmark, before the engine's defaults of today; rerun bench/perf/query.py (~20 min)",
+    "bench/perf/results/replicas.md": "before blend-not-or, not_context, not_mention; rerun bench/perf/replicas.py (~25 min)",
+    "bench/perf/results/scale.md": "the first scale run (family itlr); rerun bench/perf/scale.py --sizes 10000,100000 --merge and the 1M steps (~1 h)",
+    "bench/perf/results/scale_100k_filters.md": "before product-max-strong and the AND texts; rerun bench/perf/scale.py --sizes 100000 --results scale_100k_filters",
+    "bench/perf/results/scale_1m.md": "before not_mention; rerun bench/perf/scale.py --sizes 1000000 --reuse --keep --results scale_1m (~25 min + ~8 min load)",
+    "bench/perf/results/scale_isotropic.md": "before the engine's defaults of today; rerun bench/perf/scale.py --data isotropic --results scale_isotropic",
+    "bench/perf/results/scale_pgvector062.md": "before the engine's defaults of today; rerun bench/perf/scale.py --results scale_pgvector062 on bench/correctness/old_pgvector.py's server",
+    "bench/perf/results/startup.md": "its searches and the int8 twin's top-10 fidelity predate product-max-strong; rerun bench/perf/startup.py (~3 min, the demo corpus)",
+    "bench/correctness/results/sql_parity.md": "before product-max-strong and the AND texts; rerun bench/correctness/sql_parity.py --size 1000000",
+    "bench/correctness/results/sql_parity_passages.md": "before blend-not-or, not_context, not_mention; rerun bench/correctness/sql_parity.py --passages 4 --size 100000",
+    # quality: nDCG@10 and NegRecall@10 under the defaults of their day
+    "bench/quality/results/calibration_polarity.md": "family product-max, before NOT's power and the AND texts; rerun bench/quality/calibration_polarity.py (~3 min)",
+    "bench/quality/results/family_losses.md": "before not_context and not_mention; rerun bench/quality/family_losses.py --dsn DSN (~10 min)",
+    "bench/quality/results/frontier.md": "before passages, blend-not-or, not_context, not_mention; rerun bench/quality/frontier.py (~10 min)",
+    "bench/quality/results/lexical_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/lexical_quality.py (~15 min)",
+    "bench/quality/results/models.md": "family product-max, before the AND texts; rerun bench/quality/models.py (hours: every model and dataset)",
+    "bench/quality/results/not_mention.md": "measured the day before not_mention 0.4 became the default (nothing else differs); rerun bench/quality/not_mention.py --dsn DSN (~10 min)",
+    "bench/quality/results/not_projection.md": "before not_mention; rerun bench/quality/not_projection.py --dsn DSN (~15 min)",
+    "bench/quality/results/passage_choice.md": "passage score blend-not, before not_context and not_mention; rerun bench/quality/passage_choice.py --dsn DSN (~3 min)",
+    "bench/quality/results/passage_choice_p50.md": "passage score blend-not, before not_context and not_mention; rerun bench/quality/passage_choice.py --dsn DSN --per-template 50",
+    "bench/quality/results/passages_aggregate.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_aggregate.py --dsn DSN (minutes per dataset)",
+    "bench/quality/results/passages_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_quality.py (~1 h)",
+    "bench/quality/results/quality_and_text_2.md": "AND text 2, before not_context and not_mention; rerun bench/quality/quality.py with the AND text at 2 (~65 min)",
+}  # fmt: skip
+
+
+def entry(path: Path) -> str:
+    """The key of a results file in INDEPENDENT and STALE: its Markdown file."""
+    return str(path.relative_to(ROOT).with_suffix(".md"))
+
+
+@cache
+def cited_results() -> dict[Path, list[str]]:
+    """Each results file README.md and docs/ cite (not the studies'), with where it is cited."""
+    out: dict[Path, list[str]] = {}
+    for doc in DOCS:
+        for unit in units(doc):
+            for path in unit.cites:
+                if STUDIES not in path.parents:
+                    out.setdefault(path, []).append(unit.where())
+    return out
+
+
+def test_cited_results_record_what_they_were_measured_with() -> None:
+    """Every cited results file carries its provenance: the line the bench writes after a
+    Markdown file's title, the key ``provenance`` of a JSON object (a JSON list: its Markdown's)."""
+    missing = [
+        f"{p.relative_to(ROOT)} (cited at {where[0]})"
+        for p, where in sorted(cited_results().items())
+        if provenance.read(p) is None
+    ]
+    assert not missing, (
+        "results without their commit and engine defaults (rerun the script that writes them, "
+        "or `python bench/lib/provenance.py backfill FILE` for one measured before the line "
+        "existed):\n" + "\n".join(missing)
+    )
+
+
+def test_cited_results_were_measured_under_todays_defaults() -> None:
+    """A cited result that depends on the engine's defaults was measured under today's. After a
+    change of the defaults, rerun what it measured (bench/README.md: which script writes which
+    file) and update the numbers the docs quote; or say why it does not depend on them
+    (INDEPENDENT), or list it as a debt (STALE)."""
+    today = fingerprint()
+    wrong = []
+    for path, where in sorted(cited_results().items()):
+        prov = provenance.read(path)
+        if prov is None or entry(path) in INDEPENDENT or entry(path) in STALE:
+            continue
+        if prov.defaults != today:
+            wrong.append(
+                f"{path.relative_to(ROOT)}: measured at {prov.commit} with engine defaults "
+                f"{prov.defaults}, today's are {today}; cited at {', '.join(where[:3])}"
+            )
+    assert not wrong, "results measured under other engine defaults:\n" + "\n".join(wrong)
+
+
+def test_the_lists_of_exceptions_are_current() -> None:
+    """Each entry names a results file the docs cite, in one list only; a STALE entry whose file
+    was measured again under today's defaults goes."""
+    cited = {entry(p) for p in cited_results()}
+    assert not set(INDEPENDENT) & set(STALE), set(INDEPENDENT) & set(STALE)
+    for key in [*INDEPENDENT, *STALE]:
+        assert (ROOT / key).is_file(), f"{key}: no such file"
+        assert key in cited, f"{key}: no page of README.md or docs/ cites it: drop the entry"
+    today = fingerprint()
+    current = [
+        key
+        for key in STALE
+        for path in [ROOT / key, (ROOT / key).with_suffix(".json")]
+        if path.is_file()
+        and path in cited_results()
+        and (prov := provenance.read(path)) is not None
+        and prov.defaults == today
+    ]
+    assert not current, f"measured under today's defaults now: drop them from STALE: {current}"
+
+
+def test_the_provenance_the_bench_writes_parses_back(tmp_path: Path) -> None:
+    """``write_results`` (bench/lib/benchlib.py) records this run's commit and defaults in both
+    files, a committed JSON rendered again keeps its own, and the line is no measurement."""
+    from bench.lib.benchlib import write_results
+
+    jp, mp = write_results("run", {"rows": [17.5]}, "# A run\n\n| x |\n|---|\n| 17.5 |\n",
+                           results_dir=tmp_path)  # fmt: skip
+    now = provenance.current()
+    assert now.defaults == fingerprint() == provenance.fingerprint_of(provenance.today())
+    assert provenance.read(mp) == provenance.read(jp) == now
+    lines = mp.read_text().splitlines()
+    assert lines[:4] == ["# A run", "", now.line(), ""]
+    assert file_numbers(mp).values == file_numbers(jp).values == {Decimal("17.5")}
+
+    earlier = provenance.Provenance("0123abc+dirty", "unknown")
+    saved = json.loads(jp.read_text()) | {"provenance": earlier.as_json()}
+    write_results("run", saved, "# A run\n\n| 17.5 |\n", results_dir=tmp_path)  # --render
+    assert provenance.read(mp) == provenance.read(jp) == earlier
+    assert provenance.parse(provenance.stamp(mp.read_text(), now)) == now  # replaced, not added
+    assert mp.read_text().count("Measured at commit") == 1
+    for style in ({"indent": 1}, {"separators": (",", ":")}, {"indent": 2, "ensure_ascii": False}):
+        text = json.dumps({"rows": [1, "é"]}, **style) + "\n"
+        stamped = provenance.stamp_json(text, earlier)
+        assert json.loads(stamped) == {"provenance": earlier.as_json(), "rows": [1, "é"]}
+        assert provenance.stamp_json(stamped, earlier) == stamped
 
 
 # -- the rules, on made-up text ----------------------------------------------------------------------

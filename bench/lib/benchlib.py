@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench.lib import provenance
 from pglogic.engine.conjunction import and_texts
 from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, with_context
 from pglogic.query import And, Node, Not, Or, Term, terms
@@ -144,22 +145,24 @@ def datasets_main(
     if not args.render:
         if not args.dsn:
             ap.error("--dsn is needed to run (or --render)")
+        data = provenance.fresh(data)  # the datasets merged with this run: the file names it
         new = {}
         for dataset in args.only or datasets:
             new[dataset] = measure(args.dsn, dataset)
             print(dataset, "done", flush=True)
         if jp.exists():  # another --only run may have written its datasets meanwhile
-            data = json.loads(jp.read_text())
+            data = provenance.fresh(json.loads(jp.read_text()))
         data["machine_line"] = machine_line()
         done = {a["dataset"]: a for a in data["analysis"]} | new
         data["analysis"] = [done[n] for n in datasets if n in done]
+    prov = provenance.of(data)  # this run's, or (--render) the one the JSON holds
     if {a["dataset"] for a in data["analysis"]} == set(datasets):
         data["choice"] = choose(data)
         if args.conclusions:
             data["conclusions"] = args.conclusions.read_text()
-        mp.write_text(to_markdown(data))
+        mp.write_text(provenance.stamp(to_markdown(data), prov))
         print(mp.read_text())
-    jp.write_text(json.dumps(data, indent=1) + "\n")
+    jp.write_text(json.dumps(provenance.record(data, prov), indent=1) + "\n")
 
 
 def server_dsn(home: Path, dsn: str | None) -> str:
@@ -338,12 +341,22 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def write_results(
     name: str, data: dict[str, Any], markdown: str, *, results_dir: Path
 ) -> tuple[Path, Path]:
-    """Write ``<results_dir>/<name>.json`` and ``.md``; return both paths."""
+    """Write ``<results_dir>/<name>.json`` and ``.md``, both with the commit and the engine
+    defaults of the numbers (:mod:`bench.lib.provenance`: those ``data`` holds when it is a
+    committed JSON rendered again, else this run's); return both paths.
+
+    Example:
+        >>> jp, mp = write_results("scale", results, markdown(results),
+        ...                        results_dir=RESULTS_DIR)  # doctest: +SKIP
+        >>> provenance.read(mp) == provenance.read(jp)  # doctest: +SKIP
+        True
+    """
     results_dir.mkdir(parents=True, exist_ok=True)
     jp = results_dir / f"{name}.json"
     mp = results_dir / f"{name}.md"
-    jp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    mp.write_text(markdown.rstrip() + "\n")
+    prov = provenance.of(data)
+    jp.write_text(json.dumps(provenance.record(data, prov), indent=2, default=str) + "\n")
+    mp.write_text(provenance.stamp(markdown, prov).rstrip() + "\n")
     return jp, mp
 
 

@@ -51,6 +51,7 @@ import numpy as np
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import (
     machine,
     machine_md,
@@ -951,7 +952,8 @@ def plans(dsn: str, size: int, shards: int) -> None:
             ]
             print(title, phases, flush=True)
         parts += single_shard_plan(conn, corpus, data)
-    (RESULTS_DIR / "citus_plans.md").write_text("\n".join(parts).rstrip() + "\n")
+    plans_md = provenance.stamp("\n".join(parts), provenance.current())
+    (RESULTS_DIR / "citus_plans.md").write_text(plans_md.rstrip() + "\n")
 
 
 def single_shard_plan(conn: Connection, corpus: Corpus, data: Dataset) -> list[str]:
@@ -1043,12 +1045,13 @@ def main() -> None:
         res = settings_experiment(args.dsn, args.size, args.shards, args.queries)
         path = RESULTS_DIR / "citus.json"
         results = json.loads(path.read_text()) if path.exists() else {"runs": {}}
+        results = provenance.fresh(results)  # merged with this run: the file names it
         run = results["runs"].setdefault(corpus_name(args.size, args.shards), {})
         run["settings_experiment"] = res
         write_results("citus", results, markdown(results), results_dir=RESULTS_DIR)
     elif args.action == "planrecall":  # add plan recall@10 to a measured run
         path = RESULTS_DIR / "citus.json"
-        results = json.loads(path.read_text())
+        results = provenance.fresh(json.loads(path.read_text()))
         run = results["runs"][corpus_name(args.size, args.shards)]
         add_plan_recall(args.dsn, args.size, args.shards, run)
         write_results("citus", results, markdown(results), results_dir=RESULTS_DIR)
@@ -1063,7 +1066,7 @@ def main() -> None:
         )
         res["load"] = _state().get(corpus_name(args.size, args.shards))
         res["machine"] = machine(args.dsn)
-        results = (
+        results = provenance.fresh(
             json.loads((RESULTS_DIR / "citus.json").read_text())
             if (RESULTS_DIR / "citus.json").exists()
             else {"runs": {}}

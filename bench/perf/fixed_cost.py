@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import machine_line, phrase_vectors
 from pglogic.engine import compile as compile_module
 from pglogic.engine.compile import SearchOptions, compile_query
@@ -96,7 +97,8 @@ def main() -> None:
         f"{r['cached_compile_ms']:.3f} | {r['guide_ms']:.3f} |"
         for r in rows
     ]
-    (RESULTS_DIR / "fixed_cost.md").write_text("\n".join(lines) + "\n")
+    md = provenance.stamp("\n".join(lines) + "\n", provenance.current())  # the JSON is a list
+    (RESULTS_DIR / "fixed_cost.md").write_text(md)
 
 
 if __name__ == "__main__":

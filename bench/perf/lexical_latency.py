@@ -50,6 +50,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import (
     cpu_busy,
     drop_database,
@@ -121,9 +122,12 @@ def base_dsn(args: argparse.Namespace) -> str:
 RESULTS = [NAME]
 
 
-def load_json() -> dict[str, Any]:
+def load_json(*, render: bool = False) -> dict[str, Any]:
+    """The results so far; a step that measures merges into them without their provenance
+    (the file then names this run), ``render`` keeps it."""
     path = RESULTS_DIR / f"{RESULTS[0]}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    data = json.loads(path.read_text()) if path.exists() else {}
+    return data if render else provenance.fresh(data)
 
 
 def save(data: dict[str, Any]) -> None:
@@ -986,7 +990,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 def cmd_render(args: argparse.Namespace) -> None:
     """Rewrite the Markdown from the JSON."""
-    save(load_json())
+    save(load_json(render=True))
 
 
 def main() -> None:

@@ -58,6 +58,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import (
     DEFAULT_HOME,
     SHARED_DATA,
@@ -553,6 +554,8 @@ def main() -> None:
     args = ap.parse_args()
     path = RESULTS_DIR / f"{NAME}.json"
     data = json.loads(path.read_text()) if path.exists() else {}
+    if args.step != "render":  # merged with this run: the file names it
+        data = provenance.fresh(data)
     if args.step == "real":
         data["real"] = run_real()
     elif args.step == "scale":

@@ -51,6 +51,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import machine, machine_md, md_table, percentile, wait_idle, write_results
 from bench.lib.harness import MemorySampler, Vectors, load
 from bench.lib.synthetic import make_dataset, make_queries
@@ -336,7 +337,7 @@ def rewrite_markdown() -> None:
     import json
 
     res = json.loads((RESULTS_DIR / "replicas.json").read_text())
-    (RESULTS_DIR / "replicas.md").write_text(markdown(res))
+    (RESULTS_DIR / "replicas.md").write_text(provenance.stamp(markdown(res), provenance.of(res)))
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import SHARED_DATA, machine_line, server_dsn
 from bench.lib.corpora import DATABASE, FIT_FROM
 from pglogic import PgLogic
@@ -98,7 +99,8 @@ def main() -> None:
         f"{r['ndcg@10']:.3f} | {r['negrecall@10']:.3f} |"
         for r in rows
     ]
-    (RESULTS_DIR / "calibration_polarity.md").write_text("\n".join(lines) + "\n")
+    md = provenance.stamp("\n".join(lines) + "\n", provenance.current())  # the JSON is a list
+    (RESULTS_DIR / "calibration_polarity.md").write_text(md)
 
 
 if __name__ == "__main__":

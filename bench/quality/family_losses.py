@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import SHARED_DATA, machine_line, md_table
 from bench.lib.exact import REAL, load_corpus, mean_of, objective, per_document, scored_runs
 from pglogic.config import DEFAULT_MODEL
@@ -370,8 +371,9 @@ def main() -> None:
     data["choice"] = choose(data)
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
-    jp.write_text(json.dumps(data, indent=1) + "\n")
-    mp.write_text(to_markdown(data))
+    prov = provenance.of(data)  # this run's, or (--render) the one the JSON holds
+    jp.write_text(json.dumps(provenance.record(data, prov), indent=1) + "\n")
+    mp.write_text(provenance.stamp(to_markdown(data), prov))
     print(mp.read_text())
 
 

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import (
     SHARED_DATA,
     cpu_busy,
@@ -627,7 +628,7 @@ def main() -> None:
         if args.conclusions:
             data["conclusions"] = args.conclusions.read_text()
             jp.write_text(json.dumps(data, indent=1) + "\n")
-        mp.write_text(to_markdown(data).rstrip() + "\n")
+        mp.write_text(provenance.stamp(to_markdown(data), provenance.of(data)).rstrip() + "\n")
         print(mp.read_text())
         return
     from pglogic.engine.operators import DEFAULT_FAMILY
@@ -652,8 +653,9 @@ def main() -> None:
         "datasets": [done[n] for n in DATASETS if n in done],
     }
     data = clean_json(data)
-    jp.write_text(json.dumps(data, indent=1) + "\n")
-    mp.write_text(to_markdown(data).rstrip() + "\n")
+    prov = provenance.current()
+    jp.write_text(json.dumps(provenance.record(data, prov), indent=1) + "\n")
+    mp.write_text(provenance.stamp(to_markdown(data), prov).rstrip() + "\n")
     print(mp.read_text())
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import SHARED_DATA, machine_line, md_table
 from bench.lib.exact import Variant, score_variants
 from pglogic.config import DEFAULT_MODEL
@@ -235,6 +236,7 @@ def main() -> None:
     jp, mp = RESULTS_DIR / f"{NAME}.json", RESULTS_DIR / f"{NAME}.md"
     data = json.loads(jp.read_text()) if jp.exists() else {"datasets": []}
     if not args.render:
+        data = provenance.fresh(data)  # merged with this run: the file names it
         done = {(d["dataset"], d.get("subset", "long")): d for d in data["datasets"]}
         for name in args.only or DATASETS:
             key = (name, args.subset)
@@ -244,10 +246,11 @@ def main() -> None:
                                 if (n, s) in done]  # fmt: skip
             data["machine_line"] = machine_line()
             jp.write_text(json.dumps(data, indent=1) + "\n")
+    prov = provenance.of(data)  # this run's, or (--render) the one the JSON holds
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
-        jp.write_text(json.dumps(data, indent=1) + "\n")
-    mp.write_text(to_markdown(data))
+    jp.write_text(json.dumps(provenance.record(data, prov), indent=1) + "\n")
+    mp.write_text(provenance.stamp(to_markdown(data), prov))
     print(mp.read_text())
 
 

@@ -50,6 +50,7 @@ import psycopg
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import (
     SHARED_DATA,
     cpu_busy,
@@ -287,6 +288,7 @@ def main() -> None:
     if args.render:
         data = old
     else:
+        old = provenance.fresh(old)  # merged with this run: the file names it
         busy = cpu_busy()
         dsn = args.dsn if args.dsn and args.dsn_as_is else database(server_dsn(args.home, args.dsn))
         api = PgLogic(dsn)
@@ -307,8 +309,9 @@ def main() -> None:
     data["loco"] = loco(data["runs"])
     if args.conclusions:
         data["conclusions"] = args.conclusions.read_text()
-    jp.write_text(json.dumps(clean_json(data), indent=1) + "\n")
-    mp.write_text(to_markdown(data))
+    prov = provenance.of(data)  # this run's, or (--render) the one the JSON holds
+    jp.write_text(json.dumps(provenance.record(clean_json(data), prov), indent=1) + "\n")
+    mp.write_text(provenance.stamp(to_markdown(data), prov))
     print(mp.read_text())
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import SHARED_DATA, machine_line, server_dsn
 from bench.lib.corpora import FIT_FROM, database
 from pglogic import PgLogic
@@ -443,7 +444,9 @@ def write_summary(names: list[str]) -> None:
     """``summary.{json,md}`` from the datasets' ``results.json``."""
     rows = [headline(json.loads((OUT / n / "results.json").read_text())) for n in names]
     (OUT / "summary.json").write_text(json.dumps(clean_json(rows), indent=1) + "\n")
-    (OUT / "summary.md").write_text(summary_md(rows, machine_line()) + "\n")
+    prov = provenance.combined(provenance.read(OUT / n / "results.json") for n in names)
+    summary = provenance.stamp(summary_md(rows, machine_line()), prov)  # the datasets' runs'
+    (OUT / "summary.md").write_text(summary + "\n")
     print((OUT / "summary.md").read_text())
 
 
@@ -472,6 +475,7 @@ def main() -> None:
         write_summary(list(args.only or DATASETS))
         return
     api = PgLogic(database(server_dsn(args.home, args.dsn)))
+    measured = provenance.current()
     for name in args.only or DATASETS:
         ds = load_dataset(SHARED_DATA / name)
         derived = derive_queries(ds, per_template=args.per_template)
@@ -487,6 +491,8 @@ def main() -> None:
             families=list({f.spec: f for f in families}.values()) if families else None,
         )  # fmt: skip
         write_report(result, OUT / name)
+        for path in (OUT / name / "results.md", OUT / name / "results.json"):
+            provenance.stamp_file(path, measured)
         print((OUT / name / "results.md").read_text().split("## Per template")[0], flush=True)
     if not args.only:
         write_summary(list(DATASETS))

@@ -22,6 +22,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import DEFAULT_HOME, server_dsn
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"  # bench/perf/results
@@ -114,7 +115,8 @@ def main() -> None:
             out += [f"## {title}", "", "```text", plan, "```", ""]
     with psycopg.connect(base, autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    (RESULTS_DIR / "citus_partitioning.md").write_text("\n".join(out).rstrip() + "\n")
+    md = provenance.stamp("\n".join(out), provenance.current())
+    (RESULTS_DIR / "citus_partitioning.md").write_text(md.rstrip() + "\n")
     print("\n".join(out))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import SHARED_DATA, host, md_table, percentile
 from bench.lib.llm_cache import DiskCachedChat
 from pglogic import PgLogic
@@ -396,7 +397,8 @@ def main() -> None:
         if args.note:
             saved["note"] = args.note
             (args.out / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
-        (args.out / "results.md").write_text(markdown(saved) + "\n")
+        md = provenance.stamp(markdown(saved), provenance.of(saved))  # the run's, kept
+        (args.out / "results.md").write_text(md + "\n")
         print((args.out / "results.md").read_text())
         return
     base = LLMConfig.resolve(timeout=300)
@@ -439,8 +441,10 @@ def main() -> None:
         data["real"] = real
     data["seconds_this_run"] = round(time.perf_counter() - t0, 1)
     args.out.mkdir(parents=True, exist_ok=True)
+    prov = provenance.current()
+    data = provenance.record(data, prov)
     (args.out / "results.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
-    (args.out / "results.md").write_text(markdown(data) + "\n")
+    (args.out / "results.md").write_text(provenance.stamp(markdown(data), prov) + "\n")
     print((args.out / "results.md").read_text())
 
 

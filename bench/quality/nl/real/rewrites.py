@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository root: bench.lib
+from bench.lib import provenance
 from bench.lib.benchlib import host, md_table, percentile
 from bench.lib.llm_cache import DiskCachedChat
 from pglogic.eval.nl import TimingChat
@@ -165,7 +166,8 @@ def main() -> None:
     ap.add_argument("--render-only", action="store_true")
     args = ap.parse_args()
     data: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": {}}
-    if not args.render_only:
+    if not args.render_only:  # the runs kept and this one: the file names this one
+        data = provenance.record(provenance.fresh(data), provenance.current())
         base = LLMConfig.resolve(timeout=300)
         chat = DiskCachedChat(get_client(base), HERE / "llm_cache.jsonl")
         h = host()
@@ -189,7 +191,8 @@ def main() -> None:
                 for it in every
             ]
             ANSWERS.write_text("".join(line + "\n" for line in lines))
-    (HERE / "results.md").write_text(markdown(data) + "\n")
+    md = provenance.stamp(markdown(data), provenance.of(data))
+    (HERE / "results.md").write_text(md + "\n")
     print((HERE / "results.md").read_text())
 
 
