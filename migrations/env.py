@@ -22,6 +22,10 @@ It also registers operations for the revisions (which never import pglogic):
   ``sql/install.sql``) the files are skipped and the head's ``sql/`` files follow the last
   revision, so the script defines each function once;
 
+- ``op.leave_squash("0013_search.sql")``: the downgrade of a revision whose frozen file squashed
+  the revisions before it (``SQUASHED_INTO`` in theirs): only to 0001 or base, dropping its
+  functions; no run stops at a squashed revision (refused before anything runs);
+
 - ``op.keep_rows(table, fix)``: a downgrade that would drop ``table`` refuses while it holds
   rows, saying what they are and ``fix``, so a down/up round trip never loses the registry
   (except down to base, which removes pglogic with every corpus on purpose);
@@ -41,6 +45,7 @@ from typing import Any
 
 from alembic import context
 from alembic.operations import MigrateOperation, Operations
+from alembic.util.exc import CommandError
 from sqlalchemy import create_engine, pool
 
 SCHEMA = "pglogic"
@@ -212,6 +217,54 @@ def _sql_file(operations: Operations, operation: SqlFileOp) -> None:
         _apply(operations, sqlfiles().applied(name, revision))
 
 
+@Operations.register_operation("leave_squash")
+class LeaveSquashOp(MigrateOperation):
+    """``op.leave_squash("0013_search.sql")``: the downgrade of a revision whose frozen file is
+    the squash of the revisions before it. No database is left at one of those (their SQL is
+    gone): only a downgrade to 0001 or base passes, and it drops the file's functions, newest
+    first (SQL-standard bodies record what they call)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def leave_squash(cls, operations: Operations, name: str) -> Any:
+        return operations.invoke(cls(name))
+
+
+@Operations.implementation_for(LeaveSquashOp)
+def _leave_squash(operations: Operations, operation: LeaveSquashOp) -> None:
+    revision, name = operation.name[:4], operation.name[5:]
+    try:
+        target = context.get_revision_argument()
+    except Exception:  # a relative step: pglogic db names the revision first
+        target = "a relative step"
+    if target is not None and target != "0001":
+        raise CommandError(
+            f"pglogic: revision {revision} squashed the SQL of the revisions before it, so a "
+            f"database goes below {revision} only to 0001 or base, not to {target}"
+        )
+    names = [k.removeprefix("function ") for k in sqlfiles().resolved(name, revision)]
+    drops = [f"DROP FUNCTION IF EXISTS {n};" for n in reversed(names) if n.startswith("pglogic.")]
+    _apply(operations, "\n".join(drops))
+
+
+def _refuse_a_squashed_target() -> None:
+    """A revision whose SQL a later one squashed (``SQUASHED_INTO``) is no target: a database
+    passes through it, never stops at it."""
+    try:
+        target = context.get_revision_argument()
+        found = context.script.get_revision(target) if isinstance(target, str) else None
+    except Exception:  # head, base, relative steps: pglogic db resolves those first
+        return
+    into = getattr(getattr(found, "module", None), "SQUASHED_INTO", None)
+    if into:
+        raise CommandError(
+            f"pglogic: revision {target} is squashed into {into}: migrate to {into} or later "
+            "(or down to 0001 or base)"
+        )
+
+
 @Operations.register_operation("keep_rows")
 class KeepRowsOp(MigrateOperation):
     """``op.keep_rows("pglogic.passage_layouts", "drop those corpora first")``."""
@@ -310,6 +363,7 @@ def run_migrations_offline() -> None:
     # No database: the SQL is written for PostgreSQL, whatever the URL says.
     _configure(dialect_name="postgresql", literal_binds=True)
     start = context.get_starting_revision_argument()
+    _refuse_a_squashed_target()
     with context.begin_transaction():
         context.static_output(ADOPT.strip())
         if isinstance(start, str) and start != "base":
@@ -321,6 +375,7 @@ def run_migrations_offline() -> None:
 
 
 def _run_online(connection: Any) -> None:
+    _refuse_a_squashed_target()
     connection.exec_driver_sql(ADOPT, execution_options={"no_parameters": True})
     _configure(connection=connection)
     with context.begin_transaction():

@@ -381,6 +381,42 @@ RETURN ((s + 1.0) / 2.0);
 COMMENT ON FUNCTION pglogic.truth_affine(double precision) IS
     'Cosine similarity to truth: (s + 1) / 2. Example: SELECT pglogic.truth_affine(0) -- 0.5';
 
+-- The read-only role pglogic_reader (migrations 0002, 0018; `pglogic db grants` applies it again):
+-- search, never write.
+--
+--   CREATE ROLE app_search LOGIN PASSWORD '...' IN ROLE pglogic_reader;
+--
+-- Roles belong to the whole cluster, so the role is created only when it does not exist yet
+-- (another database of the cluster may have created it). The grants are per database:
+-- USAGE on schema pglogic, SELECT on its tables (the version table pglogic_alembic_version among
+-- them, so that a reader can check the schema revision), EXECUTE on its functions, and default
+-- privileges so that tables (corpora) and functions created later in schema pglogic BY THE ROLE
+-- RUNNING THIS are readable too. Corpora created since by another role need
+-- GRANT SELECT ON pglogic.corpus_<id> TO pglogic_reader, or `pglogic db grants` again.
+-- Without the right to create roles the migration skips all of this with a warning.
+
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader') THEN
+        BEGIN
+            CREATE ROLE pglogic_reader NOLOGIN;
+        EXCEPTION
+            WHEN duplicate_object OR unique_violation THEN
+                NULL;  -- created concurrently by a migration of another database
+            WHEN insufficient_privilege THEN
+                RAISE WARNING 'pglogic: cannot create role pglogic_reader (%); '
+                    'skipping the read-only grants', SQLERRM;
+                RETURN;
+        END;
+    END IF;
+    GRANT USAGE ON SCHEMA pglogic TO pglogic_reader;
+    GRANT SELECT ON ALL TABLES IN SCHEMA pglogic TO pglogic_reader;
+    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pglogic TO pglogic_reader;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT SELECT ON TABLES TO pglogic_reader;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT EXECUTE ON FUNCTIONS TO pglogic_reader;
+END
+$do$;
+
 -- pglogic.search(corpus, query): logical semantic search from plain SQL, and
 -- pglogic.search_plan(corpus, query), which shows the plan and statement without running it.
 --
@@ -458,10 +494,12 @@ RETURN CASE WHEN length(coalesce(value::text, 'null')) > 100
             THEN left(value::text, 97) || '...' ELSE coalesce(value::text, 'null') END;
 
 -- The engine's defaults (pglogic.engine.defaults), one row each in pglogic.defaults, which the
--- migrations fill: the default of option or planner constant name.
+-- migrations fill: the default of option or planner constant name. VOLATILE, so that it reads
+-- the table with a snapshot of its own: a search that began before a migration committed but
+-- runs its new functions sees the rows that migration wrote (tests/test_upgrade_live.py).
 CREATE OR REPLACE FUNCTION pglogic._default(name text)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
 DECLARE
     v jsonb;
 BEGIN
@@ -474,10 +512,11 @@ BEGIN
 END
 $fn$;
 
--- The options of a query with the engine's defaults for those it leaves out or sets to null.
+-- The options of a query with the engine's defaults for those it leaves out or sets to null
+-- (VOLATILE, as pglogic._default).
 CREATE OR REPLACE FUNCTION pglogic._with_defaults(opts jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
 BEGIN
     RETURN (SELECT jsonb_object_agg(d.name, d.value) FROM pglogic.defaults d)
            || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(opts) AS e
@@ -2622,42 +2661,6 @@ BEGIN
     EXECUTE format('ALTER FUNCTION pglogic.search(text, jsonb) SET search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic.search_plan(text, jsonb) SET search_path = %s', path);
     EXECUTE format('ALTER FUNCTION pglogic._vector(jsonb, text) SET search_path = %s', path);
-END
-$do$;
-
--- The read-only role pglogic_reader (migrations 0002, 0018; `pglogic db grants` applies it again):
--- search, never write.
---
---   CREATE ROLE app_search LOGIN PASSWORD '...' IN ROLE pglogic_reader;
---
--- Roles belong to the whole cluster, so the role is created only when it does not exist yet
--- (another database of the cluster may have created it). The grants are per database:
--- USAGE on schema pglogic, SELECT on its tables (the version table pglogic_alembic_version among
--- them, so that a reader can check the schema revision), EXECUTE on its functions, and default
--- privileges so that tables (corpora) and functions created later in schema pglogic BY THE ROLE
--- RUNNING THIS are readable too. Corpora created since by another role need
--- GRANT SELECT ON pglogic.corpus_<id> TO pglogic_reader, or `pglogic db grants` again.
--- Without the right to create roles the migration skips all of this with a warning.
-
-DO $do$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pglogic_reader') THEN
-        BEGIN
-            CREATE ROLE pglogic_reader NOLOGIN;
-        EXCEPTION
-            WHEN duplicate_object OR unique_violation THEN
-                NULL;  -- created concurrently by a migration of another database
-            WHEN insufficient_privilege THEN
-                RAISE WARNING 'pglogic: cannot create role pglogic_reader (%); '
-                    'skipping the read-only grants', SQLERRM;
-                RETURN;
-        END;
-    END IF;
-    GRANT USAGE ON SCHEMA pglogic TO pglogic_reader;
-    GRANT SELECT ON ALL TABLES IN SCHEMA pglogic TO pglogic_reader;
-    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pglogic TO pglogic_reader;
-    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT SELECT ON TABLES TO pglogic_reader;
-    ALTER DEFAULT PRIVILEGES IN SCHEMA pglogic GRANT EXECUTE ON FUNCTIONS TO pglogic_reader;
 END
 $do$;
 

@@ -75,10 +75,12 @@ RETURN CASE WHEN length(coalesce(value::text, 'null')) > 100
             THEN left(value::text, 97) || '...' ELSE coalesce(value::text, 'null') END;
 
 -- The engine's defaults (pglogic.engine.defaults), one row each in pglogic.defaults, which the
--- migrations fill: the default of option or planner constant name.
+-- migrations fill: the default of option or planner constant name. VOLATILE, so that it reads
+-- the table with a snapshot of its own: a search that began before a migration committed but
+-- runs its new functions sees the rows that migration wrote (tests/test_upgrade_live.py).
 CREATE OR REPLACE FUNCTION pglogic._default(name text)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
 DECLARE
     v jsonb;
 BEGIN
@@ -91,10 +93,11 @@ BEGIN
 END
 $fn$;
 
--- The options of a query with the engine's defaults for those it leaves out or sets to null.
+-- The options of a query with the engine's defaults for those it leaves out or sets to null
+-- (VOLATILE, as pglogic._default).
 CREATE OR REPLACE FUNCTION pglogic._with_defaults(opts jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
 BEGIN
     RETURN (SELECT jsonb_object_agg(d.name, d.value) FROM pglogic.defaults d)
            || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(opts) AS e

@@ -22,11 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pglogic.errors import InvalidInput
+from pglogic.errors import InvalidInput, SchemaError
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.db import connect
-from tests.conftest import Server, database_at, revisions
+from tests.conftest import Server, database_at, revisions, squashed_revisions
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "sql" / "install.sql"
@@ -247,14 +247,41 @@ def test_each_downgrade_gives_the_catalog_of_its_target(
 ) -> None:
     """Down from head one revision at a time: at each revision the database has exactly what a
     database migrated up to that revision has (the previous revision's frozen SQL)."""
+    targets = [r for r in revisions()[:-1] if r not in squashed_revisions()]
     expected: dict[str, dict[str, Any]] = {}
-    for rev in revisions()[:-1]:
+    for rev in targets:
         with database_at(pg_server, revision_templates, rev) as fresh:
             expected[rev] = catalog(fresh)
-    for rev in reversed(revisions()[:-1]):
+    for rev in reversed(targets):  # (below the squash: 0001, its functions all dropped)
         migrate.downgrade(dsn, rev)
         got = catalog(dsn)
         assert got == expected[rev], diff(got, expected[rev])
+
+
+@pytest.mark.parametrize("start", squashed_revisions())
+def test_a_database_at_a_squashed_revision_upgrades_to_the_head(
+    start: str, dsn: str, pg_server: Server, revision_templates: dict[str, str]
+) -> None:
+    """A database that a release of a squashed revision made (its own functions) upgrades
+    through the revisions' table changes and 0013's squash to exactly the head's catalog."""
+    with database_at(pg_server, revision_templates, start) as at_start:
+        assert migrate.current(at_start) == start
+        migrate.upgrade(at_start)
+        got, upgraded = catalog(at_start), catalog(dsn)
+    assert got == upgraded, diff(got, upgraded)
+
+
+def test_no_migration_stops_at_a_squashed_revision(dsn: str, empty_dsn: str) -> None:
+    before = catalog(dsn)
+    with pytest.raises(SchemaError, match="revision 0008 is squashed into 0013"):
+        migrate.downgrade(dsn, "0008")
+    assert catalog(dsn) == before
+    with pytest.raises(SchemaError, match="revision 0005 is squashed into 0013"):
+        migrate.upgrade(empty_dsn, "0005")
+    assert migrate.current(empty_dsn) is None
+    with pytest.raises(InvalidInput, match="Revision 0005 is squashed into 0013"):
+        migrate.check_revision("0005")
+    assert "pglogic.search" in migrate.upgrade_sql("0005")  # (a database at it upgrades)
 
 
 # -- sql/install.sql -------------------------------------------------------------------------------
@@ -300,12 +327,12 @@ def test_upgrade_scripts_from_each_revision(
 
 
 def test_upgrade_script_refuses_a_database_at_another_revision(empty_dsn: str) -> None:
-    migrate.upgrade(empty_dsn, "0002")
+    migrate.upgrade(empty_dsn, "0013")
     before = catalog(empty_dsn)
     with pytest.raises(psycopg.errors.RaiseException) as info:
-        run_as_psql(empty_dsn, migrate.upgrade_sql("0003"))
+        run_as_psql(empty_dsn, migrate.upgrade_sql("0014"))
     assert info.value.diag.message_primary == (
-        "pglogic: this script starts from revision 0003; the database is at 0002"
+        "pglogic: this script starts from revision 0014; the database is at 0013"
     )
     assert catalog(empty_dsn) == before
 

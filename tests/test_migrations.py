@@ -25,29 +25,32 @@ VERSIONS = resource_dir("migrations") / "versions"
 FROZEN = VERSIONS / "sql"
 
 #: The frozen SQL of every revision. A new revision adds its files here; an existing line never
-#: changes (a database at that revision has exactly that text).
+#: changes (a database at that revision has exactly that text), but for a squash: 0013's file
+#: holds the search.sql of 0002 to 0013 whole, where each had its delta (conftest.PRE_SQUASH).
 FROZEN_SHA256 = {
     "0002_operators.sql": "02954ed7e300bc6c5935ffa6eb89a3cb3b5b80599118a3b891e69fb4d9d4476c",
     "0002_reader.sql": "e2040a525b7d5f84bd6c551b21d9da98dfd09322f448c3c5aec756d442562468",
-    "0002_search.sql": "7bcc44b9fd3488d52cb11f1e46073e8a13bb3e4aca914a1fe6b9edf87cc1b361",
-    "0003_search.sql": "4efd25c50b846747964df6850685f6816c9b0d9e073243de34105f4a926431eb",
-    "0004_search.sql": "389105d2ce6bc3a17b7e20891c3864004a28d0853e51ee299592d8974c41a8b8",
-    "0005_search.sql": "faa137e8fbbd04095bff0f2ddc0b57a4e5e06ad8302ff7d21125f1369f426166",
-    "0006_search.sql": "5a3096548a5c918bb8c66de8e86dc18a6f62f291613c90e58c51f5ef0df420b1",
-    "0007_search.sql": "18dd7a1ec901690b1c46d8d4ad642925108fb42770f2c99dd109678ed56e3eb9",
-    "0008_search.sql": "a75c90e756e9ee7f039949ef0422a3b38b90abf88acf350713ee90be7fd646ef",
-    "0010_search.sql": "759146b7c23dcae150e2b6d403d27a82c0d15f46699924da13c4dd61910bcf10",
-    "0011_search.sql": "0e0592bf181c550158419e87508823faf448355fe1ebbc8ed15681eeba3b35ea",
-    "0012_search.sql": "7147a761cb579138aa4bca11f57f24d56b3091ca83cef1c0ddae4f89d04b8335",
-    "0013_search.sql": "378f8c5e9e41804d8977651417cd43e09510205c2791c231ec1b37462b5f12be",
+    "0013_search.sql": "e0833038dc3ba11dd462dbe33aede22dd82c9b9604def8d15c5deb96875a4123",
     "0014_search.sql": "4481b1b9a1a2fc701c1ca5e53ec9e8a346767b77a6e4b413e494c0cb60f3276d",
     "0015_search.sql": "e4d8fe2d90e9bf1899bf7c75268c59e2483db74a4c969d152c3a53fc7a3ccff8",
     "0016_search.sql": "5d8a5868f8f04b5caf0629c520fc0c4c316e31643a41de2fba985ce019eb4c23",
     "0017_search.sql": "b11c7e1be6da09cfca802493e5fd8b7e3797c00860ccac2e6389962426c36d7e",
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
     "0019_search.sql": "3b7eae1de7caec3354391df17462e222383f0d9323a5e4a50bfac64c532f2cf2",
-    "0020_search.sql": "b405db988b1574280494929b26d19d209184f85371115bf3b85ffd606f2deadd",
+    "0020_search.sql": "250df04dcbd12cbf0bc8ddb1a647941687b875d32702e2582149b521db77ea37",
 }
+
+#: The most lines the frozen SQL and the install script may hold: a revision freezes only what
+#: it changes, and old revisions are squashed before the chain grows past this.
+MAX_FROZEN_LINES, MAX_INSTALL_LINES = 8_000, 5_000
+
+
+def test_the_frozen_sql_and_the_install_script_stay_small() -> None:
+    frozen = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in FROZEN.glob("*.sql"))
+    assert frozen <= MAX_FROZEN_LINES, f"{frozen:,} frozen lines: squash old revisions"
+    install = resource_dir("sql") / "install.sql"
+    assert len(install.read_text(encoding="utf-8").splitlines()) <= MAX_INSTALL_LINES
+
 
 _FROZEN_NAME = re.compile(r"^(\d{4})_(\w+\.sql)$")
 
@@ -130,8 +133,8 @@ def test_revisions_read_only_their_frozen_sql() -> None:
             f"{path.name} imports pglogic"
         )
         assert "sql_text" not in text and "resource_dir" not in text, path.name
-        used |= set(re.findall(r"\b(\d{4}_\w+\.sql)\b", text))
-        for name in re.findall(r"\b(\d{4})_\w+\.sql\b", text):
+        used |= set(re.findall(r"\"(\d{4}_\w+\.sql)\"", text))  # (a file it runs: a string)
+        for name in re.findall(r"\"(\d{4})_\w+\.sql\"", text):
             assert name <= rev, f"{path.name} reads the SQL of a later revision, {name}"
     assert used == set(FROZEN_SHA256), "every frozen file is applied by a revision"
 

@@ -27,10 +27,8 @@ from pglogic import PgLogic
 from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.conjunction import and_texts, negated_and_texts
 from pglogic.engine.filters import parse_filter
-from pglogic.engine.render import search_json
 from pglogic.errors import InvalidInput
 from pglogic.query import negated_only_terms, parse, terms
-from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
 from pglogic.store.lexical import add_lexical_index
@@ -38,18 +36,14 @@ from pglogic.store.passages import PassageLayout, passage_index_name, passage_st
 from pglogic.store.search import search
 from tests.conftest import SHARED_DATA, TEMPLATE_DB, Server
 from tests.test_sql_functions import (
-    CHANGED_SINCE_0017,
     LEXICAL_QUERIES,
     LEXICAL_SHAPES,
-    NEW_IN_0014,
-    NEW_SINCE_0017,
     PLAN_FILTERS,
     PLAN_OPTIONS,
     QUERIES,
     SHAPES,
     FixedEmbedder,
     GivenVectors,
-    all_functions,
     assert_plan_is_pythons,
     assert_same,
     function_json,
@@ -489,114 +483,3 @@ def plan_statement(dsn: str, opts: dict[str, Any]) -> str:
         ).fetchone()
     assert row is not None
     return str(row[0])
-
-
-def test_migration_0012_blends_by_default_and_downgrades(synth_dsn: str) -> None:
-    """0012 makes ``blend-not`` the function's default and adds ``_and_text_polarity``; down to
-    0011 the default is ``max`` again, ``blend-not`` is refused and the helper is gone; up again
-    every function is as at head."""
-    a, b = ([0.1] * 383 + [1.0]), ([1.0] + [0.1] * 383)
-    query = {"tree": {"op": "and", "args": [{"term": "a", "vector": a},
-                                            {"op": "not", "arg": {"term": "b", "vector": b}}]}}  # fmt: skip
-
-    head = all_functions(synth_dsn)
-    assert ') / 2 AS "s0"' in plan_statement(synth_dsn, query)  # the positive term, blended
-    assert ") / 2 AS" not in plan_statement(synth_dsn, {**query, "passage_score": "max"})
-    try:
-        migrate.downgrade(synth_dsn, "0011")
-        old = all_functions(synth_dsn)
-        assert set(head) - set(old) == {
-            "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
-            *NEW_IN_0014,
-            *NEW_SINCE_0017,
-        }
-        assert ") / 2 AS" not in plan_statement(synth_dsn, query)  # the default is max again
-        with connect(synth_dsn) as conn:
-            exc = sql_error(conn, "synthp", {**query, "passage_score": "blend-not"})
-        assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
-        # what Python renders says its passage score, so 0011 refuses it too (and, since
-        # 0014, its not_context first; since 0015 its not_mention, dropped here with it)
-        rendered = search_json(parse('"a" AND NOT "b"'), SearchOptions(passage_score="blend-not"),
-                               vectors={"a": a, "b": b})  # fmt: skip
-        with connect(synth_dsn) as conn:
-            exc = sql_error(conn, "synthp", rendered)
-        assert message(exc).startswith("Unknown option 'not_context' in the query")
-        rendered.pop("not_context")
-        rendered.pop("not_mention")
-        with connect(synth_dsn) as conn:
-            exc = sql_error(conn, "synthp", rendered)
-        assert message(exc) == "Unknown passage score 'blend-not': valid values are max, blend"
-    finally:
-        migrate.upgrade(synth_dsn)
-    assert all_functions(synth_dsn) == head
-
-
-def test_migration_0013_blends_disjunctions_and_downgrades(synth_dsn: str) -> None:
-    """0013 makes ``blend-not-or`` the function's default: a disjunction's texts take a tenth
-    of the document's own vector, a conjunction's keep their best passage; down to 0012 the
-    default is ``blend-not`` again and ``blend-not-or`` is refused; up again every function is
-    as at head."""
-    a, b, ab = ([0.1] * 383 + [1.0]), ([1.0] + [0.1] * 383), ([0.5] * 384)
-    disjunction = {"tree": {"op": "or", "args": [{"term": "a", "vector": a},
-                                                 {"term": "b", "vector": b}]}}  # fmt: skip
-    conjunction = {"tree": {"op": "and", "args": [{"term": "a", "vector": a},
-                                                  {"term": "b", "vector": b}]},
-                   "vectors": {"a and b": ab}}  # fmt: skip
-
-    head = all_functions(synth_dsn)
-    tenth = ') / 10 AS "s0"'
-    assert tenth in plan_statement(synth_dsn, disjunction)
-    assert ") / 10 AS" not in plan_statement(synth_dsn, conjunction)
-    assert tenth not in plan_statement(synth_dsn, {**disjunction, "passage_score": "blend-not"})
-    try:
-        migrate.downgrade(synth_dsn, "0012")
-        old = all_functions(synth_dsn)
-        assert set(head) - set(old) == NEW_IN_0014 | NEW_SINCE_0017
-        assert {f for f in old if old[f] != head[f]} == {
-            "pglogic._plan(text,jsonb)",
-            "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
-            "pglogic.search_plan(text,jsonb)",  # (since 0016: its list of parameters)
-            *CHANGED_SINCE_0017,
-        }
-        # blend-not: max without a NOT
-        assert ") / 10 AS" not in plan_statement(synth_dsn, disjunction)
-        with connect(synth_dsn) as conn:
-            exc = sql_error(conn, "synthp", {**disjunction, "passage_score": "blend-not-or"})
-        assert message(exc) == (
-            "Unknown passage score 'blend-not-or': valid values are blend-not, max, blend"
-        )
-        rendered = search_json(parse('"a" OR "b"'), vectors={"a": a, "b": b})  # the default
-        rendered.pop("not_context")  # (refused by any function before 0014)
-        rendered.pop("not_mention")  # (and before 0015)
-        with connect(synth_dsn) as conn:
-            exc = sql_error(conn, "synthp", rendered)
-        assert "Unknown passage score 'blend-not-or'" in message(exc)
-    finally:
-        migrate.upgrade(synth_dsn)
-    assert all_functions(synth_dsn) == head
-
-
-def test_migration_0010_searches_passages_and_downgrades(dsn: str) -> None:
-    """0010 changes ``_plan`` (one more column, the option ``passages``) and ``search_plan``
-    only; down to 0009 they are as they were, up again as at head."""
-
-    assert migrate.current(dsn) == migrate.head()
-    head = all_functions(dsn)
-    assert "passage_table" in head["pglogic._plan(text,jsonb)"]
-    migrate.downgrade(dsn, "0009")
-    old = all_functions(dsn)
-    assert set(head) - set(old) == {
-        "pglogic._and_text_polarity(jsonb,boolean,jsonb)",
-        *NEW_IN_0014,  # (0012, 0014)
-        *NEW_SINCE_0017,
-    }
-    assert set(old) < set(head)
-    assert {f for f in old if old[f] != head[f]} == {
-        "pglogic._plan(text,jsonb)",
-        "pglogic.search_plan(text,jsonb)",
-        "pglogic.search(text,jsonb)",  # (since 0016: $7 bound as a regconfig)
-        *CHANGED_SINCE_0017,
-    }
-    assert "passage" not in old["pglogic._plan(text,jsonb)"]
-    migrate.upgrade(dsn)
-    assert all_functions(dsn) == head

@@ -14,6 +14,10 @@ Installs this revision's frozen SQL (``versions/sql/0002_*.sql``, the text of ``
 Downgrading drops the functions and the term cache and revokes the grants; the role itself stays
 (roles belong to the whole cluster; other databases may use it).
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-29
@@ -28,7 +32,10 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-SQL_FILES = ("0002_operators.sql", "0002_search.sql", "0002_reader.sql")
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
+
+SQL_FILES = ("0002_operators.sql", "0002_reader.sql")  # (its search.sql: 0013's squash)
 
 FUNCTIONS = (
     "pglogic.search_plan(text, jsonb)",

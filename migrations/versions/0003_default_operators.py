@@ -6,6 +6,10 @@ a partial spec such as ``not=reciprocal``) now means and=product, or=max, not=co
 ``pglogic.engine.operators.DEFAULT_FAMILY``; the preset ``itlr`` keeps its meaning. Downgrading
 restores 0002's text of those statements.
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-22
@@ -13,17 +17,18 @@ Create Date: 2026-11-22
 
 from __future__ import annotations
 
-from alembic import op
-
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
+
 
 def upgrade() -> None:
-    op.run_sql_file("0003_search.sql")
+    pass  # (its SQL: versions/sql/0013_search.sql)
 
 
 def downgrade() -> None:
-    op.restore_sql_file("0003_search.sql")
+    pass  # (its SQL: versions/sql/0013_search.sql)

@@ -11,6 +11,10 @@ Then applies ``versions/sql/0004_search.sql``, the statements of ``sql/search.sq
 ``pglogic._float_text``; new bodies of ``_resolve_truth``, ``_score_sql``, ``_plan``).
 Downgrading restores 0003's text of those statements and drops the helper and the table.
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-06
@@ -24,6 +28,9 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
+
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
 
 CREATE_TABLE = """
 CREATE TABLE pglogic.calibration (
@@ -56,7 +63,6 @@ $do$;
 
 def upgrade() -> None:
     op.run_sql(CREATE_TABLE)
-    op.run_sql_file("0004_search.sql")
 
 
 def downgrade() -> None:
@@ -64,6 +70,5 @@ def downgrade() -> None:
         "pglogic.calibration",
         "stored calibrations (pglogic calibration list); delete them first to downgrade further",
     )
-    op.restore_sql_file("0004_search.sql")
     op.run_sql("DROP FUNCTION IF EXISTS pglogic._float_text(double precision);")
     op.run_sql("DROP TABLE IF EXISTS pglogic.calibration;")

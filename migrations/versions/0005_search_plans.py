@@ -16,6 +16,10 @@ other columns, so it (and ``search_plan``, whose SQL body depends on it) is drop
 Downgrading drops the new ``_plan`` and ``search_plan``, restores 0004's text of those
 statements and drops the helpers.
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-24
@@ -29,6 +33,9 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
 
 DROP_PLAN = """
 DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);
@@ -56,10 +63,8 @@ HELPERS = (
 
 def upgrade() -> None:
     op.run_sql(DROP_PLAN)
-    op.run_sql_file("0005_search.sql")
 
 
 def downgrade() -> None:
     op.run_sql(DROP_PLAN)
-    op.restore_sql_file("0005_search.sql")
     op.run_sql("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))

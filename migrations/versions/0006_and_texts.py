@@ -12,6 +12,10 @@ four-argument function is dropped).
 Downgrading drops the new ``_score_sql`` and the helpers and restores 0005's text of the
 statements it changed (the four-argument ``_score_sql`` among them).
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-24
@@ -26,6 +30,9 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
+
 #: The functions 0006 adds, dependents first (SQL-standard bodies record their dependencies).
 HELPERS = (
     "pglogic._score_sql(jsonb, text[], text[], text, integer)",
@@ -38,9 +45,8 @@ HELPERS = (
 
 
 def upgrade() -> None:
-    op.run_sql_file("0006_search.sql")
+    pass  # (its SQL: versions/sql/0013_search.sql)
 
 
 def downgrade() -> None:
     op.run_sql("\n".join(f"DROP FUNCTION IF EXISTS {f};" for f in HELPERS))
-    op.restore_sql_file("0006_search.sql")

@@ -19,6 +19,10 @@ Downgrading drops the new functions, restores 0006's text of those statements (w
 the old ones) and drops the table (the corpora keep their ``tsv`` columns, which nothing reads
 then).
 
+Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
+deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
+
 Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-26
@@ -32,6 +36,9 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
+
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0013"
 
 #: What 0007 replaces with functions of other result types or arguments, dependents first
 #: (SQL-standard bodies record their dependencies).
@@ -61,7 +68,6 @@ def upgrade() -> None:
         " config text NOT NULL)"
     )
     op.run_sql(DROP_OLD)
-    op.run_sql_file("0007_search.sql")
 
 
 def downgrade() -> None:
@@ -70,5 +76,4 @@ def downgrade() -> None:
         "corpora with a lexical index; drop each first (pglogic corpus lexical NAME --drop)",
     )
     op.run_sql(DROP_NEW)
-    op.restore_sql_file("0007_search.sql")
     op.execute("DROP TABLE IF EXISTS pglogic.lexical_indexes")

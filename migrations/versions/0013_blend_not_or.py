@@ -20,6 +20,11 @@ changes its arguments or result type; no function is added.
 Downgrading restores 0012's text of those statements (the default is then ``"blend-not"``;
 ``"blend-not-or"`` is refused).
 
+Since the squash of revisions 0002 to 0013, ``versions/sql/0013_search.sql`` holds all of
+``sql/search.sql`` as 0013 left it (a database at 0002 to 0012 upgrades through their table
+changes, then this replaces its functions). Downgrading goes only to 0001 or base: it drops
+the file's functions (``op.leave_squash``); a downgrade to 0002 to 0012 is refused.
+
 Revision ID: 0013
 Revises: 0012
 Create Date: 2026-11-27
@@ -40,4 +45,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.restore_sql_file("0013_search.sql")
+    op.leave_squash("0013_search.sql")

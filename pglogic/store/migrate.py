@@ -245,12 +245,14 @@ def _run(dsn: str, action: str, revision: str, *, cascade: bool = False) -> None
 _RELATIVE = re.compile(r"^(?:.+@)?(\w*)[-+]\d+$")
 
 
-def check_revision(revision: str) -> None:
+def check_revision(revision: str, *, stop: bool = True) -> None:
     """Raise :class:`InvalidInput` unless ``revision`` is ``base``, ``head``, a relative step
-    (``-1``) or a revision this pglogic ships (before asking to migrate to it).
+    (``-1``) or a revision this pglogic ships and a database may stop at (before asking to
+    migrate to it): unless ``stop`` is false (a database at it, to upgrade from), not one squashed
+    into a later revision.
 
     Example:
-        >>> check_revision("0002"), check_revision("head-1"), check_revision("-2")
+        >>> check_revision("0013"), check_revision("head-1"), check_revision("-2")
         (None, None, None)
         >>> check_revision("9999")
         Traceback (most recent call last):
@@ -271,6 +273,12 @@ def check_revision(revision: str) -> None:
     if found is None:
         raise InvalidInput(
             f"Unknown revision {revision!r}: pglogic ships 0001 to {head()}, and base"
+        )
+    into = getattr(found.module, "SQUASHED_INTO", None)
+    if into and stop:
+        raise InvalidInput(
+            f"Revision {revision} is squashed into {into}: a database passes through it but "
+            f"never stops there; migrate to {into} or later, or down to 0001 or base"
         )
 
 
@@ -542,7 +550,7 @@ def upgrade_sql(start: str | None = None, revision: str = "head") -> str:
     cfg_head = head() if revision == "head" else revision
     check_revision(revision)
     if start is not None:
-        check_revision(start)
+        check_revision(start, stop=False)
     buf = io.StringIO()
     cfg = _config(buf)
     cfg.attributes["snapshot"] = start is None and revision == "head"  # sql/install.sql
