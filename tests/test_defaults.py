@@ -74,3 +74,69 @@ def test_the_sql_function_follows_the_table(dsn: str) -> None:
         with pytest.raises(Exception, match=r"pglogic\.defaults has no row .truth."):
             conn.execute(count, (query,))
         conn.rollback()
+
+
+#: The most files a change of one engine default touches, besides the results measured with it.
+MAX_FILES_FOR_A_DEFAULT = 5
+
+
+@pytest.mark.db
+@pytest.mark.slow
+def test_changing_a_default_is_one_value_and_a_revision(tmp_path: Path, empty_dsn: str) -> None:
+    """In a clone of the project: one value in pglogic/engine/defaults.py, the revision that
+    ``migrations/defaults.py`` writes, the regenerated install script and CLI reference; no
+    function is copied, and a database upgraded by the clone's migrations searches with it."""
+    import os
+    import subprocess
+    import sys
+
+    from pglogic.store import migrate
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    module = clone / "pglogic" / "engine" / "defaults.py"
+    text = module.read_text(encoding="utf-8")
+    old = f"NOT_MENTION: Final = {defaults.NOT_MENTION}\n"
+    assert old in text
+    module.write_text(text.replace(old, "NOT_MENTION: Final = 0.55\n"), encoding="utf-8")
+    new_revision = f"{int(migrate.head()) + 1:04d}"
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, *args], cwd=clone, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run("migrations/defaults.py", new_revision)
+    (clone / "sql" / "install.sql").write_text(
+        run("-c", "from pglogic.cli import main; main()", "db", "sql"), encoding="utf-8"
+    )
+    (clone / "docs" / "cli.md").write_text(run("-m", "pglogic.cli.reference"), encoding="utf-8")
+    changed = subprocess.run(
+        ["git", "-C", str(clone), "status", "--porcelain"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    files = sorted(line[3:] for line in changed)
+    assert files == sorted(
+        [
+            "docs/cli.md",
+            "pglogic/engine/defaults.py",
+            "sql/install.sql",
+            f"migrations/versions/{new_revision}_defaults.py",
+        ]
+    )
+    assert len(files) <= MAX_FILES_FOR_A_DEFAULT
+    assert "0.55" in (clone / "docs" / "cli.md").read_text(encoding="utf-8")
+
+    # the clone's migrations: the row changes, and the SQL function reads it
+    run("-c", f"from pglogic.store import migrate; migrate.upgrade({empty_dsn!r})")
+    with connect(empty_dsn) as conn:
+        row = conn.execute("SELECT value FROM pglogic.defaults WHERE name = 'not_mention'")
+        assert row.fetchone() == (0.55,)
+        assert conn.execute("SELECT pglogic._default('not_mention')").fetchone() == (0.55,)
+    run("-c", f"from pglogic.store import migrate; migrate.downgrade({empty_dsn!r}, '-1')")
+    with connect(empty_dsn) as conn:
+        row = conn.execute("SELECT value FROM pglogic.defaults WHERE name = 'not_mention'")
+        assert row.fetchone() == (defaults.NOT_MENTION,)
