@@ -323,12 +323,12 @@ def compile_nojoin(
         table=corpus.table,
     )
     return CompiledQuery(
-        statement,
-        dict(compiled.params),
-        all_terms,
-        cand_terms,
-        dict(compiled.settings),
-        compiled.family,
+        statement=statement,
+        params=dict(compiled.params),
+        terms=all_terms,
+        candidate_terms=cand_terms,
+        settings=dict(compiled.settings),
+        family=compiled.family,
     )
 
 

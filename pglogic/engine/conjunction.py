@@ -50,6 +50,7 @@ __all__ = [
     "own_weights",
     "scored_terms",
     "with_and_texts",
+    "with_phrases",
 ]
 
 DEFAULT_AND_TEXT = defaults.AND_TEXT
@@ -203,8 +204,17 @@ def scored_terms(tree: Node, weight: int) -> list[str]:
         >>> scored_terms(parse('"a" AND "b"'), 2), scored_terms(parse('"a" AND "b"'), 0)
         (['a', 'b', 'a and b'], ['a', 'b'])
     """
-    out = dict.fromkeys(terms(tree))
-    if weight > 0:
-        for phrase in and_texts(tree):
-            out.setdefault(phrase)
+    return with_phrases(terms(tree), and_texts(tree) if weight > 0 else [])
+
+
+def with_phrases(query_terms: Sequence[str], phrases: Sequence[str]) -> list[str]:
+    """``query_terms``, then the AND ``phrases`` that are not already terms (once each).
+
+    Example:
+        >>> with_phrases(["a", "b", "a and b"], ["a and b", "x"])
+        ['a', 'b', 'a and b', 'x']
+    """
+    out = dict.fromkeys(query_terms)
+    for phrase in phrases:
+        out.setdefault(phrase)
     return list(out)

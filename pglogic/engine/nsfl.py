@@ -68,13 +68,16 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from pglogic.engine.operators import Algebra, NumpyAlgebra, SqlAlgebra
+from pglogic.engine.operators import Algebra, NumpyAlgebra, OperatorFamily, SqlAlgebra
+from pglogic.engine.strategy import Score, Strategy
 from pglogic.errors import QueryError
 from pglogic.query import And, Match, Node, Not, Or, Term, terms, to_text
 from pglogic.query.ast import flatten
 
 __all__ = [
     "EPSILON",
+    "NSFL",
+    "NSFL_RERANK",
     "LayeredSql",
     "NsflAlgebra",
     "NumpyNsfl",
@@ -82,6 +85,9 @@ __all__ = [
     "evaluate_nsfl",
     "evaluate_nsfl_numpy",
     "fused_text",
+    "monolithic",
+    "nsfl_score",
+    "nsfl_texts",
     "positives_first",
     "scored_texts",
 ]
@@ -395,3 +401,62 @@ def evaluate_nsfl_numpy(
         return np.asarray(sims[text], dtype=np.float64)
 
     return np.asarray(evaluate_nsfl(tree, leaf, NumpyNsfl(), question), dtype=np.float64)
+
+
+def monolithic(tree: Node, question: str | None) -> str:
+    """The NSFL modes' monolithic question, whose scan finds their candidates: ``question``,
+    else the formula's fused text.
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> monolithic(parse('"a" AND NOT "b"'), None), monolithic(parse('"a"'), "q")
+        ('a but not b', 'q')
+    """
+    return question or fused_text(tree)
+
+
+def nsfl_texts(tree: Node, question: str | None, phrases: Sequence[str]) -> list[str]:
+    """The strategy's scored texts: :func:`scored_texts` (NSFL has no AND texts).
+
+    Example:
+        >>> from pglogic.query import parse
+        >>> nsfl_texts(parse('"a" OR "b"'), None, [])
+        ['a', 'b', 'a or b']
+    """
+    return scored_texts(tree, question)
+
+
+def nsfl_score(
+    tree: Node,
+    index: Mapping[str, int],
+    lexical: Mapping[str, int],
+    family: OperatorFamily,
+    truth: str,
+    question: str | None,
+) -> Score:
+    """NSFL's score in layers of CTEs over ``sims`` (:class:`LayeredSql`), the columns
+    ``s{i}`` of the texts of :func:`scored_texts`.
+
+    Example:
+        >>> from pglogic.engine.operators import resolve_family
+        >>> from pglogic.query import parse
+        >>> index = {t: i for i, t in enumerate(scored_texts(parse('"a" AND "b"')))}
+        >>> score, layers, rel = nsfl_score(parse('"a" AND "b"'), index, {},
+        ...                                 resolve_family("product"), "clamp", None)
+        >>> len(layers) > 0, rel != "sims"
+        (True, True)
+    """
+    alg = LayeredSql()
+    score = evaluate_nsfl(tree, lambda t: alg.leaf(f"s{index[t]}"), alg, question).expr
+    return score, alg.ctes("sims"), alg.last("sims")
+
+
+NSFL = Strategy(
+    mode="nsfl", texts=nsfl_texts, score=nsfl_score, needs_positive=False, question=monolithic
+)
+"""Mode ``nsfl``: NSFL's score; candidates from the terms', the question's and the guide's scans."""
+NSFL_RERANK = Strategy(
+    mode="nsfl-rerank", texts=nsfl_texts, score=nsfl_score, needs_positive=False, guided=False,
+    rerank=True, question=monolithic,
+)  # fmt: skip
+"""Mode ``nsfl-rerank``: NSFL's score over the top K of the question's scan alone."""

@@ -9,6 +9,10 @@ only one (:func:`guide_only_plan`, at :func:`guide_only_depth`); where the terms
 suffice (:func:`union_suffices`) there is no guide (:func:`union_plan`); otherwise each positive
 term gets a scan at :func:`default_depth` and the guide one at :func:`guide_depth`.
 
+:func:`plan_query` makes a statement's whole :class:`Plan` from a normalised query
+(:class:`~pglogic.engine.normalise.PlanReady`): its shape, its scans, their depths and the
+session settings, as one immutable value.
+
 The policies every search path applies are here too, once: the filter estimate's arithmetic
 (:func:`sample_percent`, :func:`estimate_from_sample`) and the exact pass that follows index
 scans which found fewer than k rows (:func:`needs_exact_pass`).
@@ -24,10 +28,17 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import NamedTuple
 
 from pglogic.engine import defaults
+from pglogic.engine.compiled import GUIDE, GUIDE_DEPTH, RERANK_DEPTH
+from pglogic.engine.normalise import PlanReady
 from pglogic.engine.operators import OperatorFamily, resolve_family
-from pglogic.engine.options import MAX_EF_SEARCH, SearchOptions
+from pglogic.engine.options import DEFAULT_RERANK_DEPTH, MAX_EF_SEARCH, SearchOptions
+from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import (
     Match,
     Node,
@@ -331,3 +342,274 @@ def estimate_from_sample(
         return 1.0, table_rows
     selectivity = max(sample_matches, 1) / sample_rows
     return selectivity, selectivity * max(table_rows, float(sample_rows))
+
+
+#: The deepest scan a statement may ask for (iterative scans go past ef_search): beyond it,
+#: scoring every document (exact=True) is the cheaper and clearer plan.
+MAX_DEPTH = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Depths:
+    """How deep the statement's scans go (:func:`plan_query`).
+
+    Example:
+        >>> Depths(depth=142, rdepth=1000, gdepth=200, scan=200, guided=True, guide_only=False,
+        ...        union=False).scan
+        200
+    """
+
+    depth: int  # each term's scan (and the question's, in nsfl mode)
+    rdepth: int  # K of the reranking modes
+    gdepth: int  # the guide's scan
+    scan: int  # the deepest scan the statement makes
+    guided: bool  # there is a guide scan
+    guide_only: bool  # the guide's scan is the only one (guide_only_plan)
+    union: bool  # each term's top k, no guide (union_plan)
+
+
+class Scan(NamedTuple):
+    """One candidate scan: its CTE's name, the placeholder it scans along (a vector ``v{i}``,
+    the guide ``vg``, or a lexical term's text ``q{j}``) and the placeholder of its LIMIT."""
+
+    name: str
+    vector: str
+    limit: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What a statement does, before it is written: ``shape`` (``exact``: score every row;
+    ``knn``: one k-NN scan, of a single term or along the SQO vector; ``candidates``: the
+    candidate scans' union), its ``scans``, the depths bound to their LIMITs (``params``, by
+    unprefixed placeholder name), the session ``settings``, the ``candidate_terms`` (the terms
+    whose own scans find candidates) and the ``vector_kind`` of ``vg`` (``guide``, ``sqo`` or
+    None).
+
+    Example:
+        >>> from pglogic.engine.normalise import normalise
+        >>> from pglogic.query import parse
+        >>> opts = SearchOptions()
+        >>> plan = plan_query(normalise(parse('"a" AND NOT "b"'), opts), opts)
+        >>> plan.shape, [s.name for s in plan.scans], dict(plan.params), plan.vector_kind
+        ('candidates', ['g'], {'gdepth': 400}, 'guide')
+    """
+
+    shape: str
+    scans: tuple[Scan, ...] = ()
+    params: Mapping[str, int]
+    settings: Mapping[str, str]
+    candidate_terms: tuple[str, ...] = ()
+    vector_kind: str | None = None
+    depths: Depths | None = None
+
+
+def plan_query(
+    ready: PlanReady,
+    opts: SearchOptions,
+    *,
+    passages: bool = False,
+    passage_factor: float = 1.0,
+    filtered: bool = False,
+    iterative: bool = True,
+    filter_selectivity: float | None = None,
+) -> Plan:
+    """The :class:`Plan` of a normalised query over a source with (``passages``, each document
+    ``passage_factor`` passages deep) or without passages; ``filtered``: a filter restricts the
+    rows; ``iterative``: the server runs iterative index scans. Raises QueryError when no term
+    can generate candidates outside exact mode, InvalidInput past pgvector's bounds.
+
+    Example:
+        >>> from pglogic.engine.normalise import normalise
+        >>> from pglogic.query import parse
+        >>> opts = SearchOptions(k=5)
+        >>> plan = plan_query(normalise(parse('"a"'), opts), opts)
+        >>> plan.shape, dict(plan.params), dict(plan.settings)["hnsw.ef_search"]
+        ('knn', {}, '100')
+    """
+    strategy = ready.strategy
+    if opts.exact:
+        kind = "sqo" if strategy.vector_column else None
+        return Plan(shape="exact", params={}, settings=_final_settings({}, opts), vector_kind=kind)
+    if strategy.needs_positive and not ready.positive_terms and not ready.positive_matches:
+        raise QueryError(
+            "The query has no positive term to find candidates with (every term is negated); "
+            "rerun with exact=True (--exact) to scan every document"
+        )
+    d = _depths(ready, opts, passages, passage_factor, filtered, iterative, filter_selectivity)
+    settings = _session_settings(ready, opts, d, filtered, iterative, filter_selectivity)
+    params: dict[str, int] = {}
+    cands = () if strategy.along_vector else ready.positive_terms
+    kind = strategy.vector_kind if strategy.along_vector else None
+    if passages and (ready.single or strategy.along_vector):
+        # one scan; its nearest passages hold the k best documents, some more than once
+        limit = RERANK_DEPTH if strategy.rerank else "depth"
+        params[limit] = d.rdepth if strategy.rerank else max(d.depth, d.scan)
+        scan = Scan("c0" if ready.single else "g", GUIDE if strategy.along_vector else "v0", limit)
+        if iterative and params[limit] > int(settings.get("hnsw.ef_search", "40")):
+            settings["hnsw.iterative_scan"] = "relaxed_order"
+        return Plan(
+            shape="knn", scans=(scan,), params=params, settings=_final_settings(settings, opts),
+            candidate_terms=cands, vector_kind=kind, depths=d,
+        )  # fmt: skip
+    if ready.single or strategy.along_vector:
+        scans: tuple[Scan, ...] = ()
+        if strategy.rerank:
+            params[RERANK_DEPTH] = d.rdepth
+        return Plan(
+            shape="knn", scans=scans, params=params, settings=_final_settings(settings, opts),
+            candidate_terms=cands, vector_kind=kind, depths=d,
+        )  # fmt: skip
+    scans = _scans(ready, d, params)
+    if (strategy.question and strategy.rerank) or d.guide_only:
+        cands = ()
+    return Plan(
+        shape="candidates", scans=scans, params=params, settings=_final_settings(settings, opts),
+        candidate_terms=cands, vector_kind="guide" if d.guided else None, depths=d,
+    )  # fmt: skip
+
+
+def _scans(ready: PlanReady, d: Depths, params: dict[str, int]) -> tuple[Scan, ...]:
+    """The candidate scans (and their LIMITs, into ``params``): the question's alone (a
+    reranking strategy with a question), or each positive term's and lexical term's (unless the
+    guide's scan alone finds the candidates) and the question's; then the guide's."""
+    strategy, index = ready.strategy, ready.index
+    scans: list[Scan] = []
+    if strategy.question and strategy.rerank:
+        params[RERANK_DEPTH] = d.rdepth
+        scans.append(Scan("m", f"v{index[ready.question or '']}", RERANK_DEPTH))
+    elif not d.guide_only:  # (else the guide's scan alone finds the candidates)
+        params["depth"] = d.depth
+        scans += [Scan(f"c{index[t]}", f"v{index[t]}", "depth") for t in ready.positive_terms]
+        lex = ready.lexical_index
+        scans += [Scan(f"x{lex[t]}", f"q{lex[t]}", "depth") for t in ready.positive_matches]
+        if strategy.question:
+            scans.append(Scan("m", f"v{index[ready.question or '']}", "depth"))
+    if d.guided:
+        params[GUIDE_DEPTH] = d.gdepth
+        scans.append(Scan("g", GUIDE, GUIDE_DEPTH))
+    return tuple(scans)
+
+
+def _final_settings(settings: Mapping[str, str], opts: SearchOptions) -> Mapping[str, str]:
+    """The plan's settings, then ``plan_cache_mode`` and the statement timeout.
+
+    A statement run often is prepared (psycopg, after 5 runs), and after 5 executions of a
+    prepared statement PostgreSQL may switch to a generic plan, which knows neither k, the
+    depths nor the filter values: its plans sort whole tables instead of scanning the HNSW
+    index (tests/test_pool.py shows it). Every run is planned for its own values instead.
+    """
+    out = {**settings, "plan_cache_mode": "force_custom_plan", **_timeout_setting(opts)}
+    return MappingProxyType(out)
+
+
+def _depths(
+    ready: PlanReady,
+    opts: SearchOptions,
+    passages: bool,
+    passage_factor: float,
+    filtered: bool,
+    iterative: bool,
+    filter_selectivity: float | None,
+) -> Depths:
+    """The plan's scans and depths; InvalidInput past pgvector's bounds."""
+    tree, strategy = ready.tree, ready.strategy
+    if opts.k > MAX_EF_SEARCH:
+        raise InvalidInput(
+            f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True "
+            "(--exact)"
+        )
+    if opts.depth is not None and not 1 <= opts.depth <= MAX_DEPTH:
+        raise InvalidInput(
+            f"Invalid depth={opts.depth}: from 1 to {MAX_DEPTH:,} candidates per scan; "
+            "use exact=True (--exact) to score every document"
+        )
+    question_scan = 1 if strategy.question and not strategy.rerank else 0
+    n_scans = len(ready.positive_terms) + len(ready.positive_matches) + question_scan
+    depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))
+    depth = max(depth, opts.k)
+    rdepth = opts.rerank_depth if opts.rerank_depth is not None else DEFAULT_RERANK_DEPTH
+    if strategy.rerank and not opts.k <= rdepth <= MAX_EF_SEARCH:
+        raise InvalidInput(
+            f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
+        )
+    guided = opts.guide and strategy.guided and not strategy.rerank and ready.n_terms > 1
+    # A lexical term's matches are found by its own scan of the lexical index, and the guide
+    # knows nothing of words: no plan that leaves the term scans out.
+    guide_only = guided and not ready.positive_matches and guide_only_plan(tree, opts)
+    union = guided and not ready.positive_matches and union_plan(tree, opts)
+    if union:  # each term's top k, at a single-term query's ef_search; no guide
+        guided = False
+        depth = opts.depth if opts.depth is not None else opts.k
+        if passages and opts.depth is None:
+            # k passages may belong to fewer than k documents: a single-term query's depth
+            depth = default_depth(opts.k, 1)
+    gdepth = guide_depth(opts.k, depth) if opts.depth is None else depth
+    if guide_only and opts.depth is None:
+        gdepth = guide_only_depth(opts.k, filter_selectivity if filtered else None)
+    if strategy.rerank:
+        scan = rdepth
+    elif strategy.along_vector:
+        scan = opts.k
+    elif guide_only:
+        scan = gdepth  # the only scan
+    else:
+        scan = max(depth, gdepth) if guided else depth
+    factor = passage_factor if passages else 1.0
+    if factor > 1 and opts.depth is None and not (union or ready.single or strategy.rerank):
+        # A document holds several passages: its formula's best documents sit that many times
+        # deeper in the passages' scans (bench/perf/results/passages_scale.md, 4 passages per
+        # document at 1M: AND 3 recall@10 0.825 at the documents' depth, 1.0 at four times it).
+        cap = MAX_DEPTH if iterative else MAX_EF_SEARCH
+        depth, gdepth = (min(cap, max(x, math.ceil(x * factor))) for x in (depth, gdepth))
+        scan = max(scan, min(cap, math.ceil(scan * factor)))
+    if scan > MAX_EF_SEARCH and not iterative:
+        raise InvalidInput(f"depth={depth} is above {MAX_EF_SEARCH} without iterative scans")
+    return Depths(
+        depth=depth, rdepth=rdepth, gdepth=gdepth, scan=scan, guided=guided,
+        guide_only=guide_only, union=union,
+    )  # fmt: skip
+
+
+def _session_settings(
+    ready: PlanReady,
+    opts: SearchOptions,
+    d: Depths,
+    filtered: bool,
+    iterative: bool,
+    filter_selectivity: float | None,
+) -> dict[str, str]:
+    """``hnsw.ef_search`` (over-fetching under a filter without iterative scans) and
+    ``hnsw.iterative_scan``."""
+    strategy = ready.strategy
+    default_ef = min(MAX_EF_SEARCH, max(40, d.scan))
+    if d.union and opts.depth is None:
+        default_ef = min(MAX_EF_SEARCH, max(40, default_depth(opts.k, 1)))
+    ef = opts.ef_search if opts.ef_search is not None else default_ef
+    if not 1 <= ef <= MAX_EF_SEARCH:
+        raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
+    if filtered and not iterative and opts.ef_search is None:
+        # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
+        # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
+        along = strategy.rerank or strategy.along_vector or d.guide_only
+        rows = d.scan if along else d.depth
+        if d.union and opts.depth is None:  # as many as a single-term query over-fetches
+            rows = default_depth(opts.k, 1)
+        want = rows / filter_selectivity if filter_selectivity else MAX_EF_SEARCH
+        ef = min(MAX_EF_SEARCH, max(ef, math.ceil(want)))
+    settings = {"hnsw.ef_search": str(ef)}
+    if iterative and (filtered or d.scan > ef):
+        settings["hnsw.iterative_scan"] = "relaxed_order"
+    return settings
+
+
+def _timeout_setting(opts: SearchOptions) -> dict[str, str]:
+    """``statement_timeout`` (milliseconds) for ``opts.timeout`` seconds; InvalidInput when it is
+    not a positive number."""
+    if opts.timeout is None:
+        return {}
+    if not (isinstance(opts.timeout, int | float) and 0 < opts.timeout < 2_147_483):
+        raise InvalidInput(
+            f"Invalid timeout={opts.timeout!r}: a positive number of seconds, below 2,147,483"
+        )
+    return {"statement_timeout": str(max(1, round(opts.timeout * 1000)))}

@@ -41,11 +41,23 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from psycopg import sql
 
 from pglogic.engine.operators import OperatorFamily, TruthMap, evaluate_numpy
+from pglogic.engine.strategy import Score, Strategy, fuzzy_score, fuzzy_texts
 from pglogic.query import Node, positive_terms, terms
 
-__all__ = ["JITTER", "PAPER", "Settings", "SqoResult", "optimise", "sqo_vector"]
+__all__ = [
+    "JITTER",
+    "PAPER",
+    "SQO",
+    "SQO_RERANK",
+    "Settings",
+    "SqoResult",
+    "optimise",
+    "sqo_score",
+    "sqo_vector",
+]
 
 JITTER = 1e-3
 """Norm of the seeded perturbation of the starting point."""
@@ -177,3 +189,36 @@ def sqo_vector(
         True
     """
     return optimise(tree, vectors, family, truth, settings=PAPER, seed=seed).vector
+
+
+def sqo_score(
+    tree: Node,
+    index: Mapping[str, int],
+    lexical: Mapping[str, int],
+    family: OperatorFamily,
+    truth: str,
+    question: str | None,
+) -> Score:
+    """Mode ``sqo``'s score: the similarity to the SQO vector (column ``sq``).
+
+    Example:
+        >>> from pglogic.engine.operators import resolve_family
+        >>> from pglogic.query import parse
+        >>> score, layers, rel = sqo_score(parse('"a" AND "b"'), {}, {}, resolve_family("product"),
+        ...                                "clamp", None)
+        >>> score.as_string(None), layers, rel
+        ('"sq"', [], 'sims')
+    """
+    return sql.Identifier("sq"), [], "sims"
+
+
+SQO = Strategy(
+    mode="sqo", texts=fuzzy_texts, score=sqo_score, needs_positive=False, guided=False,
+    along_vector=True, vector_kind="sqo", vector_column="sq",
+)  # fmt: skip
+"""Mode ``sqo``: one k-NN scan along the SQO vector, ranked by the similarity to it."""
+SQO_RERANK = Strategy(
+    mode="sqo-rerank", texts=fuzzy_texts, score=fuzzy_score, needs_positive=False, guided=False,
+    rerank=True, along_vector=True, vector_kind="sqo",
+)  # fmt: skip
+"""Mode ``sqo-rerank``: the SQO vector's top K, ranked by the fuzzy formula."""

@@ -201,4 +201,7 @@ def compile_decomposed(tree: Node, target: Corpus | Source, k: int) -> CompiledQ
     settings = {"hnsw.ef_search": str(max(40, depth))}
     params = {"depth": depth, "k": k}
     family = resolve_family("itlr")
-    return CompiledQuery(statement, params, all_terms, all_terms, settings, family, "", tree)
+    return CompiledQuery(
+        statement=statement, params=params, terms=all_terms, candidate_terms=all_terms,
+        settings=settings, family=family, tree=tree,
+    )  # fmt: skip
