@@ -39,6 +39,11 @@ def test_no_function_writes_a_default_as_a_literal() -> None:
     options = re.findall(r"_(?:int|bool)_option\(opts, '(\w+)', ([^)]*)\)", text)
     assert options and all(dflt == "NULL" for _, dflt in options), options
     assert "#>> '{}', 'blend-not-or')" not in text and "RETURN 'clamp'" not in text
+    # the options pglogic._plan takes from the table are its option rows, all of them
+    names = re.search(r"_with_defaults\(opts, ARRAY\[(.*?)\]\)", text, re.S)
+    assert names is not None
+    options = {f.name for f in dataclasses.fields(SearchOptions)}
+    assert set(re.findall(r"'(\w+)'", names.group(1))) == set(defaults.SQL) & options
 
 
 @pytest.mark.db
@@ -70,8 +75,12 @@ def test_the_sql_function_follows_the_table(dsn: str) -> None:
             "SELECT pglogic.search_plan('defaults_demo', %s) ->> 'operators'", (query,)
         ).fetchone()
         assert plan == ("and=min,or=max,not=complement",)
-        conn.execute("DELETE FROM pglogic.defaults WHERE name = 'truth'")
-        with pytest.raises(Exception, match=r"pglogic\.defaults has no row .truth."):
+        conn.execute("DELETE FROM pglogic.defaults WHERE name IN ('truth', 'k')")
+        with pytest.raises(Exception, match=r"pglogic\.defaults has no row 'k', 'truth'"):
+            conn.execute(count, (query,))  # (never null: a missing k returned every row)
+        conn.rollback()
+        conn.execute("DELETE FROM pglogic.defaults WHERE name = 'not_context'")
+        with pytest.raises(Exception, match=r"pglogic\.defaults has no row 'not_context'"):
             conn.execute(count, (query,))
         conn.rollback()
 

@@ -1400,7 +1400,11 @@ NEW_IN_0014 = frozenset(
 #: What migrations 0017 (refusing bad input) and 0020 (the defaults read from pglogic.defaults)
 #: add, and change besides pglogic._plan.
 NEW_SINCE_0017 = frozenset(
-    {"pglogic._vector(jsonb,text)", "pglogic._default(text)", "pglogic._with_defaults(jsonb)"}
+    {
+        "pglogic._vector(jsonb,text)",
+        "pglogic._default(text)",
+        "pglogic._with_defaults(jsonb,text[])",
+    }
 )
 CHANGED_SINCE_0017 = frozenset(
     {

@@ -90,7 +90,7 @@ def downgrade() -> None:
     op.run_sql(f"DELETE FROM pglogic.schema_compat WHERE revision = '{revision}';")
     op.restore_sql_file("0020_search.sql")
     op.run_sql(
-        "DROP FUNCTION IF EXISTS pglogic._with_defaults(jsonb);\n"
+        "DROP FUNCTION IF EXISTS pglogic._with_defaults(jsonb, text[]);\n"
         "DROP FUNCTION IF EXISTS pglogic._default(text);\n"
         "DROP TABLE IF EXISTS pglogic.defaults;"
     )

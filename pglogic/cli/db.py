@@ -80,6 +80,8 @@ def db_downgrade(ctx: click.Context, revision: str, yes: bool, cascade: bool) ->
     api = ui.api(ctx)
     migrate.check_revision(revision)  # before asking
     target = migrate.resolve(api.dsn, revision)
+    if target is not None and target != revision:
+        migrate.check_revision(target)  # (-1 may name a squashed revision)
     warning = "This can drop data"
     if target is None:  # base
         corpora = migrate.installed_corpora(api.dsn)

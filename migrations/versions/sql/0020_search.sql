@@ -13,22 +13,34 @@ DECLARE
 BEGIN
     SELECT d.value INTO v FROM pglogic.defaults d WHERE d.name = _default.name;
     IF v IS NULL THEN
-        RAISE EXCEPTION 'pglogic.defaults has no row %: run `pglogic db upgrade`',
-            quote_literal(name) USING ERRCODE = '42704';
+        RAISE EXCEPTION 'pglogic.defaults has no row %', quote_literal(name)
+            USING ERRCODE = '42704', HINT = 'The migrations wrote one row per default, with the '
+                'values of pglogic/engine/defaults.py; put the row back with that value.';
     END IF;
     RETURN v;
 END
 $fn$;
 
--- The options of a query with the engine's defaults for those it leaves out or sets to null
+-- The options of a query with the engine's defaults (the rows names of pglogic.defaults) for
+-- those it leaves out or sets to null; a default without its row is an error, never null
 -- (VOLATILE, as pglogic._default).
-CREATE OR REPLACE FUNCTION pglogic._with_defaults(opts jsonb)
+CREATE OR REPLACE FUNCTION pglogic._with_defaults(opts jsonb, names text[])
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $fn$
+DECLARE
+    found jsonb := coalesce((SELECT jsonb_object_agg(d.name, d.value) FROM pglogic.defaults d
+                             WHERE d.name = ANY (names)), '{}');
+    missing text;
 BEGIN
-    RETURN (SELECT jsonb_object_agg(d.name, d.value) FROM pglogic.defaults d)
-           || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(opts) AS e
-                        WHERE jsonb_typeof(e.value) <> 'null'), '{}');
+    SELECT string_agg(quote_literal(n), ', ' ORDER BY n) INTO missing
+    FROM unnest(names) AS n WHERE NOT found ? n;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'pglogic.defaults has no row %', missing
+            USING ERRCODE = '42704', HINT = 'The migrations wrote one row per default, with the '
+                'values of pglogic/engine/defaults.py; put the row back with that value.';
+    END IF;
+    RETURN found || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(opts) AS e
+                              WHERE jsonb_typeof(e.value) <> 'null'), '{}');
 END
 $fn$;
 
@@ -413,7 +425,9 @@ BEGIN
     END IF;
 
     -- options (pglogic.engine.options.SearchOptions), the defaults from pglogic.defaults
-    opts := pglogic._with_defaults(opts);
+    opts := pglogic._with_defaults(opts, ARRAY['k', 'exact', 'guide', 'iterative_scan', 'passages',
+                                                'operators', 'truth', 'mode', 'lexical', 'and_text',
+                                                'passage_score', 'not_context', 'not_mention']);
     k := pglogic._int_option(opts, 'k', NULL);
     IF k < 1 THEN
         RAISE EXCEPTION 'Invalid k=%: must be at least 1', k USING ERRCODE = '22023';
