@@ -50,7 +50,7 @@ def news_dsn(pg_server: Server, minilm: Any, shared_data: Path) -> Iterator[str]
     if dsn := os.environ.get("PGLOGIC_PLAYGROUND_DSN"):
         yield dsn
         return
-    yield from reuters_database(pg_server, "t_play", 400)
+    yield from reuters_database(pg_server, "t_play", 300)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ def test_reuters_sample_obvious_documents_first(dsn: str, shared_data: Path) -> 
     pl = PgLogic(dsn)
     pl.create_corpus("reuters")
     with shared_document_vectors():
-        pl.ingest("reuters", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=400)
+        pl.ingest("reuters", shared_data / "reuters21578" / "corpus.jsonl.gz", limit=300)
     pl.build_index("reuters")
     for query, label in [
         ("coffee prices and exports", "coffee"),
