@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -379,95 +378,10 @@ def _console_size_from_environment() -> None:
 _DOCUMENT_VECTORS: dict[str, Any] = {}
 
 
-class SharedVectors:
-    """An embedder that shares its work with the other workers of this test run (xdist): a
-    request is cut into chunks of :attr:`CHUNK` texts; each chunk is claimed by one worker (a
-    file created exclusively), embedded by the real model and written for all; a worker that
-    finds a chunk claimed embeds the next unclaimed one and then collects the others'. Two
-    workers ingesting the same Reuters sample at the same time each embed half of it.
-
-    The vectors are the real model's; a chunk whose worker died is embedded again after
-    :attr:`PATIENCE` seconds.
-
-    Example:
-        >>> SharedVectors(model, Path("/tmp/run")).embed(["a", "b"]).shape  # doctest: +SKIP
-        (2, 384)
-    """
-
-    CHUNK = 16
-    PATIENCE = 300.0
-
-    def __init__(self, inner: Any, root: Path) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self.root = root / "".join(c if c.isalnum() else "_" for c in inner.name)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.known: dict[str, Any] = {}
-        self.lock = threading.Lock()  # (an ingest may embed from more than one thread)
-
-    @staticmethod
-    def _key(texts: list[str]) -> str:
-        import hashlib
-
-        return hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:32]
-
-    def _load(self, key: str) -> bool:
-        import numpy as np
-
-        done = self.root / f"{key}.npz"
-        if not done.exists():
-            return False
-        with np.load(done, allow_pickle=False) as data:
-            for text, vec in zip(data["texts"].tolist(), data["vectors"], strict=True):
-                self.known[text] = vec
-        return True
-
-    def _embed_chunk(self, key: str, texts: list[str]) -> None:
-        import numpy as np
-
-        vectors = np.asarray(self.inner.embed(texts))
-        part = self.root / f"{key}.{os.getpid()}.npz"
-        with open(part, "wb") as f:
-            np.savez(f, texts=np.array(texts), vectors=vectors)
-        part.replace(self.root / f"{key}.npz")  # (atomic: the others see all of it or nothing)
-        self.known.update(zip(texts, vectors, strict=True))
-
-    def embed(self, texts: Any) -> Any:
-        with self.lock:
-            return self._embed(texts)
-
-    def _embed(self, texts: Any) -> Any:
-        import time
-
-        import numpy as np
-
-        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
-        chunks = [missing[i : i + self.CHUNK] for i in range(0, len(missing), self.CHUNK)]
-        waiting: list[tuple[str, list[str]]] = []
-        for chunk in chunks:
-            key = self._key(chunk)
-            if self._load(key):
-                continue
-            try:
-                os.close(os.open(self.root / f"{key}.claim", os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                waiting.append((key, chunk))  # another worker embeds it
-                continue
-            self._embed_chunk(key, chunk)
-        deadline = time.monotonic() + self.PATIENCE
-        for key, chunk in waiting:
-            while not self._load(key):
-                if time.monotonic() > deadline:  # its worker died: embed it here
-                    self._embed_chunk(key, chunk)
-                    break
-                time.sleep(0.02)
-        return np.stack([self.known[t] for t in texts]) if len(texts) else self.inner.embed([])
-
-
 @contextmanager
 def shared_document_vectors() -> Iterator[None]:
-    """Within it, :meth:`pglogic.PgLogic.ingest` embeds each text once per test run (the
-    workers share the work: :class:`SharedVectors`; without xdist, once per process): the
-    modules' Reuters samples overlap (the first 120 to 300 stories, the same passages), and
+    """Within it, :meth:`pglogic.PgLogic.ingest` embeds each text once per test process: the
+X
     their vectors are the real model's either way. Tests of embedding itself never run in it.
 
     Example:
@@ -482,12 +396,7 @@ def shared_document_vectors() -> Iterator[None]:
         if side != "passage" or getattr(real, "prefix", ""):
             return real
         if spec not in _DOCUMENT_VECTORS:
-            run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # (the same in every worker)
-            _DOCUMENT_VECTORS[spec] = (
-                SharedVectors(real, Path(tempfile.gettempdir()) / f"pglogic-vectors-{run}")
-                if run
-                else CachedEmbedder(real, size=1_000_000)
-            )
+            _DOCUMENT_VECTORS[spec] = CachedEmbedder(real, size=1_000_000)
         return _DOCUMENT_VECTORS[spec]
 
     with pytest.MonkeyPatch.context() as patch:

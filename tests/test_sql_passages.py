@@ -68,7 +68,7 @@ def fixed(minilm: Any) -> FixedEmbedder:
 
 @pytest.fixture(scope="module")
 def reuters_dsn(pg_server: Server, minilm: Any) -> Iterator[str]:
-    """Corpus 'news': the first 200 Reuters documents in passages of 64 word pieces (16 shared),
+    """Corpus 'news': the first 120 Reuters documents in passages of 64 word pieces (16 shared),
     HNSW indexes on the documents and the passages, a lexical index (english), and the metadata
     numbers of tests/test_sql_functions.py for the filters."""
     name = f"t_sqlpass_{uuid.uuid4().hex[:10]}"
@@ -78,7 +78,7 @@ def reuters_dsn(pg_server: Server, minilm: Any) -> Iterator[str]:
         dsn = pg_server.dsn_for(name)
         api = PgLogic(dsn)
         api.create_corpus("news", passage_tokens=64, passage_overlap=16)
-        api.ingest("news", SHARED_DATA / "reuters21578" / "corpus.jsonl.gz", limit=200)
+        api.ingest("news", SHARED_DATA / "reuters21578" / "corpus.jsonl.gz", limit=120)
         api.build_index("news")
         with connect(dsn) as c:
             corpus = get_corpus(c, "news")
