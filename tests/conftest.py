@@ -381,7 +381,7 @@ _DOCUMENT_VECTORS: dict[str, Any] = {}
 @contextmanager
 def shared_document_vectors() -> Iterator[None]:
     """Within it, :meth:`pglogic.PgLogic.ingest` embeds each text once per test process: the
-X
+    modules' Reuters samples overlap (the first 120 to 300 stories, the same passages), and
     their vectors are the real model's either way. Tests of embedding itself never run in it.
 
     Example:
