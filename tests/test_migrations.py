@@ -187,6 +187,16 @@ def test_cli_db_commands(empty_dsn: str) -> None:
     out = cli_in_process("--dsn", empty_dsn, "db", "upgrade")
     assert out.returncode == 0, out.stderr
     assert f"revision {migrate.head()}" in out.stdout
+    # an upgrade to an older revision says so (it did nothing and exited 0)
+    out = cli_in_process("--dsn", empty_dsn, "db", "upgrade", "0017")
+    assert out.returncode != 0 and migrate.current(empty_dsn) == migrate.head()
+    assert f"The database is at revision {migrate.head()}, newer than 0017" in out.stderr
+    assert "pglogic db downgrade 0017 does" in out.stderr
+    # -1 onto a squashed revision is refused before the prompt
+    migrate.downgrade(empty_dsn, "0013")
+    out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "-1")
+    assert out.returncode != 0 and "Revision 0012 is squashed into 0013" in out.stderr
+    assert "Downgrade the schema" not in out.stdout
     out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
     assert out.returncode == 0, out.stderr
     assert migrate.current(empty_dsn) is None

@@ -39,6 +39,12 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
 
     api = ui.api(ctx)
     migrate.check_revision(revision)
+    at, target = migrate.current(api.dsn), migrate.resolve(api.dsn, revision)
+    if at is not None and target is not None and target < at:  # (ids are sequential)
+        raise InvalidInput(
+            f"The database is at revision {at}, newer than {target}: an upgrade never goes "
+            f"down; pglogic db downgrade {target} does"
+        )
     api.upgrade(revision)
     console.print(f"Schema at revision {migrate.current(api.dsn)}")
     if not migrate.reader_role_exists(api.dsn):
