@@ -468,6 +468,18 @@ def _version_table(conn: Any) -> sql.Composable | None:
     return sql.Identifier(str(rows[0][0]), VERSION_TABLE)
 
 
+#: The header of an install script that stops at an older revision (``pglogic db sql 0017``).
+_OLDER_INSTALL_HEADER = """\
+-- pglogic's schema at revision {target}, for psql alone: what `pglogic db upgrade {target}` runs on
+-- an empty database (each revision's frozen SQL in order; the head's is sql/install.sql).
+--
+--     psql "$DSN" -v ON_ERROR_STOP=1 -f FILE
+--
+-- Written by `pglogic db sql {target}`. One transaction: on an error nothing is applied. The script
+-- records revision {target}, so a later `pglogic db upgrade` applies only newer revisions.
+
+"""
+
 _INSTALL_HEADER = """\
 -- pglogic's schema at revision {head}, for psql alone: what `pglogic db upgrade` runs on an
 -- empty database.
@@ -543,6 +555,8 @@ def upgrade_sql(start: str | None = None, revision: str = "head") -> str:
         False
         >>> "DROP TABLE IF EXISTS pglogic.schema_compat" in upgrade_sql("0018", "0017")
         True
+        >>> upgrade_sql(revision="0017").startswith("-- pglogic's schema at revision 0017")
+        True
     """
     from alembic import command
     from alembic.util.exc import CommandError
@@ -563,8 +577,10 @@ def upgrade_sql(start: str | None = None, revision: str = "head") -> str:
             command.upgrade(cfg, target, sql=True)
     except CommandError as exc:
         raise SchemaError(f"Cannot write the migration {target}: {exc}") from exc
-    if start is None:
+    if start is None and revision == "head":
         header = _INSTALL_HEADER.format(head=cfg_head)
+    elif start is None:
+        header = _OLDER_INSTALL_HEADER.format(target=revision)
     elif down:
         header = _DOWNGRADE_HEADER.format(start=start, target=revision)
     else:
