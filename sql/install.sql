@@ -1,4 +1,4 @@
--- pglogic's schema at revision 0020, for psql alone: what `pglogic db upgrade` runs on an
+-- pglogic's schema at revision 0021, for psql alone: what `pglogic db upgrade` runs on an
 -- empty database.
 --
 --     psql "$DSN" -v ON_ERROR_STOP=1 -f sql/install.sql
@@ -16,7 +16,7 @@
 --
 -- Like `pglogic db upgrade`, the script records its revision in the table
 -- pglogic.pglogic_alembic_version, so a later `pglogic db upgrade` applies only newer revisions (for
--- psql: `pglogic db sql --from 0020` writes that upgrade). On a database that already has
+-- psql: `pglogic db sql --from 0021` writes that upgrade). On a database that already has
 -- pglogic it stops at CREATE TABLE pglogic.pglogic_alembic_version, with nothing applied.
 
 BEGIN;
@@ -241,6 +241,12 @@ $do$;
 INSERT INTO pglogic.schema_compat VALUES ('0020', '0019');
 
 UPDATE pglogic.pglogic_alembic_version SET version_num='0020' WHERE pglogic.pglogic_alembic_version.version_num = '0019';
+
+-- Running upgrade 0020 -> 0021
+
+INSERT INTO pglogic.schema_compat VALUES ('0021', '0020');
+
+UPDATE pglogic.pglogic_alembic_version SET version_num='0021' WHERE pglogic.pglogic_alembic_version.version_num = '0020';
 
 -- pglogic fuzzy operators as plain SQL functions (installed by migration 0002).
 --
@@ -2321,13 +2327,11 @@ BEGIN
         RAISE EXCEPTION 'The query has no positive term to find candidates with (every term '
             'is negated); set "exact": true to scan every document' USING ERRCODE = '22023';
     END IF;
-    IF (NOT filtered AND cardinality(candidate_lexical) = 0 AND NOT use_passages)
-       OR cardinality(candidate_terms) = 0 THEN
-        -- (the exact fallback is for filtered scans, for lexical scans beside semantic ones
-        -- and, since migration 0010, for passage scans, whose nearest passages may belong to
-        -- fewer than k documents; a query whose candidates all come from lexical scans returns
-        -- its matches only, fewer than k when few documents match, never a scan of every
-        -- document)
+    IF cardinality(candidate_terms) = 0 THEN
+        -- (pglogic.engine.plans.needs_exact_pass: every plan has the exact fallback, run when
+        -- its scans found fewer than k rows, but a query whose candidates all come from lexical
+        -- scans: it returns its matches only, fewer than k when few documents match, never a
+        -- scan of every document)
         exact_statement := NULL;
     END IF;
 
@@ -2357,7 +2361,8 @@ BEGIN
         depth := coalesce(user_depth, CASE WHEN use_passages THEN pglogic._default_depth(k, 1)
                                            ELSE k END);
     END IF;
-    gdepth := coalesce(user_depth, pglogic._guide_depth(k, depth));
+    -- (a depth of the user's is the guide's too, at least k: pglogic.engine.plans._depths)
+    gdepth := CASE WHEN user_depth IS NULL THEN pglogic._guide_depth(k, depth) ELSE depth END;
     IF guide_only AND user_depth IS NULL THEN
         gdepth := pglogic._guide_only_depth(k, CASE WHEN filtered THEN selectivity END);
     END IF;

@@ -1902,13 +1902,11 @@ BEGIN
         RAISE EXCEPTION 'The query has no positive term to find candidates with (every term '
             'is negated); set "exact": true to scan every document' USING ERRCODE = '22023';
     END IF;
-    IF (NOT filtered AND cardinality(candidate_lexical) = 0 AND NOT use_passages)
-       OR cardinality(candidate_terms) = 0 THEN
-        -- (the exact fallback is for filtered scans, for lexical scans beside semantic ones
-        -- and, since migration 0010, for passage scans, whose nearest passages may belong to
-        -- fewer than k documents; a query whose candidates all come from lexical scans returns
-        -- its matches only, fewer than k when few documents match, never a scan of every
-        -- document)
+    IF cardinality(candidate_terms) = 0 THEN
+        -- (pglogic.engine.plans.needs_exact_pass: every plan has the exact fallback, run when
+        -- its scans found fewer than k rows, but a query whose candidates all come from lexical
+        -- scans: it returns its matches only, fewer than k when few documents match, never a
+        -- scan of every document)
         exact_statement := NULL;
     END IF;
 
@@ -1938,7 +1936,8 @@ BEGIN
         depth := coalesce(user_depth, CASE WHEN use_passages THEN pglogic._default_depth(k, 1)
                                            ELSE k END);
     END IF;
-    gdepth := coalesce(user_depth, pglogic._guide_depth(k, depth));
+    -- (a depth of the user's is the guide's too, at least k: pglogic.engine.plans._depths)
+    gdepth := CASE WHEN user_depth IS NULL THEN pglogic._guide_depth(k, depth) ELSE depth END;
     IF guide_only AND user_depth IS NULL THEN
         gdepth := pglogic._guide_only_depth(k, CASE WHEN filtered THEN selectivity END);
     END IF;

@@ -38,6 +38,7 @@ FROZEN_SHA256 = {
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
     "0019_search.sql": "3b7eae1de7caec3354391df17462e222383f0d9323a5e4a50bfac64c532f2cf2",
     "0020_search.sql": "f1c7de1a944ee7e338175f72bb1c9963075d168bf24fbfb6ba1daf4814b373ca",
+    "0021_search.sql": "35dc5872fcc8c6a95833c8fec721c000725101006cf1a533e058abc21649a631",
 }
 
 #: The most lines the frozen SQL and the install script may hold: a revision freezes only what

@@ -247,13 +247,6 @@ def estimate_filter_for(conn: Conn, opts: SearchOptions) -> tuple[float, float]:
         conn.rollback()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="pglogic.search has no exact fallback for an unfiltered plan without lexical or "
-    "passage scans (sql/search.sql: exact_statement := NULL), where the Python search and the "
-    "SQLAlchemy helper run the exact pass: with depth < k it returns fewer than k rows",
-)
 def test_an_unfiltered_plain_plan_is_completed_by_both_searches(small: Conn) -> None:
     got = both_searches(small, '"a" OR "b"', SearchOptions(k=10, depth=1))
     assert got["found"] < 10 and "database_approximate" in got["python"].timings

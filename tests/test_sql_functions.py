@@ -796,6 +796,7 @@ PLAN_OPTIONS = [
     SearchOptions(iterative_scan=False),
     SearchOptions(depth=300, ef_search=64),
     SearchOptions(k=5, depth=2000),
+    SearchOptions(k=10, depth=3),  # (a depth below k: the guide scans k rows too, as Python)
     SearchOptions(exact=True),
     SearchOptions(and_text=0),
     SearchOptions(and_text=3, operators="and=min,not=complement^2.5"),
