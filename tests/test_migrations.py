@@ -201,6 +201,9 @@ def test_cli_db_commands(empty_dsn: str) -> None:
     out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
     assert out.returncode == 0, out.stderr
     assert migrate.current(empty_dsn) is None
+    # and again, on a database without pglogic: nothing to do, said so (it reported success)
+    out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "-1", "--yes")
+    assert out.returncode != 0 and "pglogic is not installed in this database" in out.stderr
 
 
 def test_unknown_revision_is_a_clear_error(empty_dsn: str) -> None:

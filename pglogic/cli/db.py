@@ -85,6 +85,8 @@ def db_downgrade(ctx: click.Context, revision: str, yes: bool, cascade: bool) ->
 
     api = ui.api(ctx)
     migrate.check_revision(revision)  # before asking
+    if migrate.current(api.dsn) is None:
+        raise InvalidInput("pglogic is not installed in this database: nothing to downgrade")
     target = migrate.resolve(api.dsn, revision)
     if target is not None and target != revision:
         migrate.check_revision(target)  # (-1 may name a squashed revision)
