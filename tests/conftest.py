@@ -11,6 +11,7 @@ The one exception is tests/test_citus.py's cluster tests: they need a Citus coor
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,6 +157,23 @@ def revisions() -> list[str]:
 
     script = ScriptDirectory(str(migrate.script_location()))
     return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+
+def expand_braces(path: str) -> list[str]:
+    """The paths a docs path with shell braces names.
+
+    Example:
+        >>> expand_braces("results/a.{md,json}")
+        ['results/a.md', 'results/a.json']
+    """
+    m = re.search(r"\{([^}]*)\}", path)
+    if not m:
+        return [path]
+    return [
+        q
+        for alt in m.group(1).split(",")
+        for q in expand_braces(path[: m.start()] + alt + path[m.end() :])
+    ]
 
 
 def squashed_revisions() -> list[str]:

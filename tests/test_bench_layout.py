@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import expand_braces
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 STUDIES = BENCH / "studies"
@@ -150,24 +152,13 @@ def test_every_study_has_a_readme(study: Path) -> None:
     assert list(study.glob("*.py")), f"{rel(study)} holds no script"
 
 
-def _expand(path: str) -> list[str]:
-    m = re.search(r"\{([^}]*)\}", path)
-    if not m:
-        return [path]
-    return [
-        q
-        for alt in m.group(1).split(",")
-        for q in _expand(path[: m.start()] + alt + path[m.end() :])
-    ]
-
-
 def cited_results(text: str) -> list[str]:
     """The result files a page cites (placeholders such as ``<dataset>`` and ``NAME`` as
     globs), braces expanded."""
     out = []
     for raw in CITED.findall(text):
         raw = re.sub(r"<[^>]*>|\b[A-Z][A-Z_]+\b", "*", raw)
-        for path in _expand(raw):
+        for path in expand_braces(raw):
             if re.search(r"\.(md|json|png)$|/results/", path) and Path(path).name != "README.md":
                 out.append(path)
     return out

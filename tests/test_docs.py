@@ -29,6 +29,7 @@ import click
 import pytest
 
 from pglogic.cli import cli
+from tests.conftest import expand_braces
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -474,17 +475,6 @@ def test_search_schema_rejects_malformed_input(value: Any) -> None:
 BENCH_PATH = re.compile(r"(?<![\w/])(?:bench/|results/)[A-Za-z0-9_./*{},<>-]*[A-Za-z0-9_*}>]")
 
 
-def _expand(path: str) -> list[str]:
-    m = re.search(r"\{([^}]*)\}", path)
-    if not m:
-        return [path]
-    return [
-        q
-        for alt in m.group(1).split(",")
-        for q in _expand(path[: m.start()] + alt + path[m.end() :])
-    ]
-
-
 @pytest.mark.parametrize("doc", [*DOCS, BENCH_README], ids=lambda p: str(p.relative_to(ROOT)))
 def test_named_bench_files_exist(doc: Path) -> None:
     """A claim's source must be committed: every bench/... path a page names exists."""
@@ -493,7 +483,7 @@ def test_named_bench_files_exist(doc: Path) -> None:
         raw = re.sub(r"<[^>]*>|\b[A-Z][A-Z_]+\b", "*", raw)
         if raw.startswith("results/"):  # short for bench/results/
             raw = "bench/" + raw
-        for path in _expand(raw):
+        for path in expand_braces(raw):
             assert list(ROOT.glob(path)) or (ROOT / path).exists(), f"{doc.name}: no {path}"
 
 

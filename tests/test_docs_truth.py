@@ -38,6 +38,7 @@ import pytest
 
 from bench.lib import provenance
 from pglogic.engine.defaults import fingerprint
+from tests.conftest import expand_braces
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -71,17 +72,6 @@ class Unit:
         return f"{self.path.relative_to(ROOT)}:{line}"
 
 
-def _expand(path: str) -> list[str]:
-    m = re.search(r"\{([^}]*)\}", path)
-    if not m:
-        return [path]
-    return [
-        q
-        for alt in m.group(1).split(",")
-        for q in _expand(path[: m.start()] + alt + path[m.end() :])
-    ]
-
-
 @cache
 def _results_by_name() -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
@@ -96,7 +86,7 @@ def cited_files(text: str) -> list[Path]:
     out: list[Path] = []
     for raw in CITED_PATH.findall(text):
         raw = re.sub(r"<[^>]*>", "*", raw)  # bench/quality/<dataset>/results.md
-        for path in _expand(raw):
+        for path in expand_braces(raw):
             if path.endswith((".md", ".json")):
                 out += [p for p in sorted(ROOT.glob(path)) if p not in NOT_RESULTS]
     for name in BARE_NAME.findall(text):
