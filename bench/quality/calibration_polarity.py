@@ -1,16 +1,18 @@
 """Does a calibrated truth map help when applied to negated terms only?
 
-Exact scoring (NumPy over every document of the ``bench/quality/quality.py`` corpora) of each dataset's
-label-derived queries with NOT, default family ``product-max``, three ways: clamp on every term
-(the default), the sigmoid fit on every term, the sigmoid fit on negated terms only (clamp on
-the others). The fit comes from another dataset, as in ``bench/quality/quality.py`` (``FIT_FROM``).
-Writes ``bench/quality/results/calibration_polarity.{json,md}``.
+Exact scoring (NumPy over every document's own vector in the ``bench/quality/quality.py``
+corpora) of each dataset's label-derived queries with NOT, the engine's default family
+(``product-max-strong``) and AND texts (no passages, ``not_context`` or ``not_mention``), three
+ways: clamp on every term (the default), the sigmoid fit on every term, the sigmoid fit on
+negated terms only (clamp on the others). The fit comes from another dataset, as in
+``bench/quality/quality.py`` (``FIT_FROM``). Writes ``bench/quality/results/calibration_polarity.{json,md}``.
 
     .venv/bin/python bench/quality/calibration_polarity.py      # ~3 min; needs bench/quality/quality.py's corpora
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,19 +26,21 @@ from bench.lib.benchlib import SHARED_DATA, machine_line, server_dsn
 from bench.lib.corpora import DATABASE, FIT_FROM
 from pglogic import PgLogic
 from pglogic.embed.registry import get_query_embedder
+from pglogic.engine import defaults
+from pglogic.engine.conjunction import DEFAULT_AND_TEXT, scored_terms, with_and_texts
 from pglogic.engine.operators import PRESETS, TRUTH_MAPS, NumpyAlgebra, TruthMap, resolve_truth
 from pglogic.eval.data import load_dataset
 from pglogic.eval.derive import derive_queries
 from pglogic.eval.evaluate import calibrate_dataset, corpus_embeddings, corpus_name_for
 from pglogic.eval.metrics import aggregate, evaluate_run
-from pglogic.query import And, Node, Not, Term, terms
+from pglogic.query import And, Node, Not, Term
 from pglogic.store.calibration_store import truth_spec
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 DATASETS = ("reuters21578", "stackexchange_cooking_robotics", "arxiv_0704")
 ALG = NumpyAlgebra()
-FAMILY = PRESETS["product-max"]
+FAMILY = PRESETS[defaults.OPERATORS]
 
 
 def score(tree: Node, sims: dict[str, Any], positive: TruthMap, negated: TruthMap) -> Any:
@@ -71,10 +75,11 @@ def main() -> None:
         variants = {"clamp": (clamp, clamp), "every term": (sig, sig), "negated only": (clamp, sig)}
         runs: dict[str, dict[str, list[str]]] = {v: {} for v in variants}
         for q in queries:
-            names = terms(q.tree)
+            names = scored_terms(q.tree, DEFAULT_AND_TEXT)
             sims = {t: matrix @ v for t, v in zip(names, emb.embed(names), strict=True)}
+            tree = with_and_texts(q.tree, DEFAULT_AND_TEXT)
             for v, (pos, neg) in variants.items():
-                top = np.argsort(-score(q.tree, sims, pos, neg), kind="stable")[:100]
+                top = np.argsort(-score(tree, sims, pos, neg), kind="stable")[:100]
                 runs[v][q.id] = [ids[i] for i in top]
         rel = {q.id: q.relevant for q in queries}
         negs = {q.id: q.negatives for q in queries}
@@ -88,7 +93,9 @@ def main() -> None:
     lines = [
         "# A calibrated truth map on every term vs on negated terms only (NOT queries)",
         "",
-        f"Machine: {machine}. Exact scoring, `product-max`, all-MiniLM-L6-v2; the sigmoid fit "
+        f"Machine: {machine}. Exact scoring over the documents' own vectors, "
+        f"`{defaults.OPERATORS}` with the AND texts at {DEFAULT_AND_TEXT}, all-MiniLM-L6-v2; "
+        "the sigmoid fit "
         "comes from another dataset (`bench/quality/quality.py` FIT_FROM). `bench/quality/calibration_polarity.py`.",
         "",
         "| dataset | queries | fit | truth map | nDCG@10 | NegRecall@10 |",
@@ -104,4 +111,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()
