@@ -22,7 +22,7 @@ It also registers operations for the revisions (which never import pglogic):
   ``sql/install.sql``) the files are skipped and the head's ``sql/`` files follow the last
   revision, so the script defines each function once;
 
-- ``op.leave_squash("0013_search.sql")``: the downgrade of a revision whose frozen file squashed
+- ``op.leave_squash("0017_search.sql")``: the downgrade of a revision whose frozen file squashed
   the revisions before it (``SQUASHED_INTO`` in theirs): only to 0001 or base, dropping its
   functions; no run stops at a squashed revision (refused before anything runs);
 
@@ -184,8 +184,8 @@ def _run_sql(operations: Operations, operation: RunSqlOp) -> None:
 
 
 class SqlFileOp(MigrateOperation):
-    """``op.run_sql_file("0017_search.sql")``: a revision's frozen SQL; in its downgrade,
-    ``op.restore_sql_file("0017_search.sql")``: what the revisions before it installed for the
+    """``op.run_sql_file("0021_search.sql")``: a revision's frozen SQL; in its downgrade,
+    ``op.restore_sql_file("0021_search.sql")``: what the revisions before it installed for the
     same statements."""
 
     def __init__(self, name: str, restore: bool) -> None:
@@ -219,7 +219,7 @@ def _sql_file(operations: Operations, operation: SqlFileOp) -> None:
 
 @Operations.register_operation("leave_squash")
 class LeaveSquashOp(MigrateOperation):
-    """``op.leave_squash("0013_search.sql")``: the downgrade of a revision whose frozen file is
+    """``op.leave_squash("0017_search.sql")``: the downgrade of a revision whose frozen file is
     the squash of the revisions before it. No database is left at one of those (their SQL is
     gone): only a downgrade to 0001 or base passes, and it drops the file's functions, newest
     first (SQL-standard bodies record what they call)."""

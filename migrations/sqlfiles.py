@@ -215,8 +215,10 @@ def restore(name: str, revision: str) -> str:
     drops them), between the previous ``DO`` blocks.
 
     Example:
-        >>> "CREATE OR REPLACE FUNCTION pglogic._vector" in restore("search.sql", "0017")
+        >>> "CREATE OR REPLACE FUNCTION pglogic._default(" in restore("search.sql", "0020")
         False
+        >>> "CREATE OR REPLACE FUNCTION pglogic._plan" in restore("search.sql", "0020")
+        True
     """
     path = FROZEN / f"{revision}_{name}"
     before = resolved(name, f"{int(revision) - 1:04d}")

@@ -180,7 +180,7 @@ def squashed_revisions() -> list[str]:
     """The revisions whose SQL a later revision squashed (``SQUASHED_INTO``): a database may be
     at one (made by an earlier pglogic) but no migration stops there.
 
-    Example: ``['0002', ..., '0012']``.
+    Example: ``['0002', ..., '0016']``.
     """
     from alembic.script import ScriptDirectory
 
@@ -196,16 +196,36 @@ def squashed_revisions() -> list[str]:
 #: every clone; without it these tests fail, they never skip.
 PRE_SQUASH = "219168dd0c16fafce942b0547c8bd2593f273e4c"
 
+#: The last commit whose migrations carry the SQL of revisions 0013 to 0016 themselves (before
+#: 0017 squashed 0002 to 0017): :func:`upgrade_as_released` makes a database at one of them
+#: with that commit's migrations (which treat 0002 to 0012 as squashed into 0013), as the
+#: pglogic release of that revision did.
+PRE_SQUASH_0017 = "bc90cbe4aebc92c5b16e91216fb9285d0532e9ad"
 
-def _released_migrations() -> Path:
-    """``migrations/`` and ``sql/`` of :data:`PRE_SQUASH`, extracted once per process."""
+#: Each squash, keyed by the squashing revision: the last commit before it, whose migrations
+#: make a database at the revisions below it (and not below the squash before it) as released.
+SQUASH_COMMITS = {"0013": PRE_SQUASH, "0017": PRE_SQUASH_0017}
+
+
+def released_commit(revision: str) -> str:
+    """The commit whose migrations make a database at the squashed ``revision`` as its release
+    did: the one of the first squash above it (:data:`SQUASH_COMMITS`).
+
+    Example: ``released_commit("0005") == PRE_SQUASH``, ``released_commit("0014") ==
+    PRE_SQUASH_0017``.
+    """
+    return next(SQUASH_COMMITS[into] for into in sorted(SQUASH_COMMITS) if revision < into)
+
+
+def _released_migrations(commit: str) -> Path:
+    """``migrations/`` and ``sql/`` of ``commit``, extracted once per process."""
     import io
     import tarfile
 
-    where = Path(tempfile.gettempdir()) / f"pglogic-migrations-{PRE_SQUASH[:12]}-{os.getpid()}"
+    where = Path(tempfile.gettempdir()) / f"pglogic-migrations-{commit[:12]}-{os.getpid()}"
     if not (where / "migrations" / "env.py").exists():
         archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", PRE_SQUASH, "migrations", "sql"],
+            ["git", "-C", str(ROOT), "archive", commit, "migrations", "sql"],
             capture_output=True,
             check=True,
         ).stdout
@@ -215,8 +235,10 @@ def _released_migrations() -> Path:
 
 
 def upgrade_as_released(dsn: str, revision: str) -> None:
-    """Migrate ``dsn`` up to ``revision`` with the migrations of :data:`PRE_SQUASH` (which
-    still stop at 0002 to 0012).
+    """Migrate ``dsn`` up to the squashed ``revision`` with the migrations of
+    :func:`released_commit` (which still stop at it): from a database below it that the
+    migrations of the same or an earlier squash's commit made (0012 from :data:`PRE_SQUASH`, then
+    0013 from :data:`PRE_SQUASH_0017`), as a database was upgraded from one release to the next.
 
     Example:
         >>> upgrade_as_released(dsn, "0005")  # doctest: +SKIP
@@ -229,7 +251,7 @@ def upgrade_as_released(dsn: str, revision: str) -> None:
     name = "pglogic_migrations_sqlfiles"  # (env.py's cache of its own sqlfiles.py)
     mine = sys.modules.pop(name, None)
     cfg = Config()
-    cfg.set_main_option("script_location", str(_released_migrations()))
+    cfg.set_main_option("script_location", str(_released_migrations(released_commit(revision))))
     engine = migrate._engine(dsn)
     try:
         with engine.begin() as conn:

@@ -263,7 +263,7 @@ def test_a_database_at_a_squashed_revision_upgrades_to_the_head(
     start: str, dsn: str, pg_server: Server, revision_templates: dict[str, str]
 ) -> None:
     """A database that a release of a squashed revision made (its own functions) upgrades
-    through the revisions' table changes and 0013's squash to exactly the head's catalog."""
+    through the revisions' table changes and 0017's squash to exactly the head's catalog."""
     with database_at(pg_server, revision_templates, start) as at_start:
         assert migrate.current(at_start) == start
         migrate.upgrade(at_start)
@@ -273,15 +273,18 @@ def test_a_database_at_a_squashed_revision_upgrades_to_the_head(
 
 def test_no_migration_stops_at_a_squashed_revision(dsn: str, empty_dsn: str) -> None:
     before = catalog(dsn)
-    with pytest.raises(SchemaError, match="revision 0008 is squashed into 0013"):
-        migrate.downgrade(dsn, "0008")
-    assert catalog(dsn) == before
-    with pytest.raises(SchemaError, match="revision 0005 is squashed into 0013"):
-        migrate.upgrade(empty_dsn, "0005")
-    assert migrate.current(empty_dsn) is None
-    with pytest.raises(InvalidInput, match="Revision 0005 is squashed into 0013"):
-        migrate.check_revision("0005")
-    assert "pglogic.search" in migrate.upgrade_sql("0005")  # (a database at it upgrades)
+    for squashed in ("0008", "0015"):  # (0008: squashed into 0013 first; 0015: since 0017)
+        with pytest.raises(SchemaError, match=f"revision {squashed} is squashed into 0017"):
+            migrate.downgrade(dsn, squashed)
+        assert catalog(dsn) == before
+    for squashed in ("0005", "0014"):
+        with pytest.raises(SchemaError, match=f"revision {squashed} is squashed into 0017"):
+            migrate.upgrade(empty_dsn, squashed)
+        assert migrate.current(empty_dsn) is None
+        with pytest.raises(InvalidInput, match=f"Revision {squashed} is squashed into 0017"):
+            migrate.check_revision(squashed)
+        # (a database at it upgrades)
+        assert "pglogic.search" in migrate.upgrade_sql(squashed)
 
 
 # -- sql/install.sql -------------------------------------------------------------------------------
@@ -327,12 +330,12 @@ def test_upgrade_scripts_from_each_revision(
 
 
 def test_upgrade_script_refuses_a_database_at_another_revision(empty_dsn: str) -> None:
-    migrate.upgrade(empty_dsn, "0013")
+    migrate.upgrade(empty_dsn, "0017")
     before = catalog(empty_dsn)
     with pytest.raises(psycopg.errors.RaiseException) as info:
-        run_as_psql(empty_dsn, migrate.upgrade_sql("0014"))
+        run_as_psql(empty_dsn, migrate.upgrade_sql("0018"))
     assert info.value.diag.message_primary == (
-        "pglogic: this script starts from revision 0014; the database is at 0013"
+        "pglogic: this script starts from revision 0018; the database is at 0017"
     )
     assert catalog(empty_dsn) == before
 

@@ -25,16 +25,13 @@ VERSIONS = resource_dir("migrations") / "versions"
 FROZEN = VERSIONS / "sql"
 
 #: The frozen SQL of every revision. A new revision adds its files here; an existing line never
-#: changes (a database at that revision has exactly that text), but for a squash: 0013's file
-#: holds the search.sql of 0002 to 0013 whole, where each had its delta (conftest.PRE_SQUASH).
+#: changes (a database at that revision has exactly that text), but for a squash: 0017's file
+#: holds the search.sql of 0002 to 0017 whole, where 0013's held that of 0002 to 0013 and 0014
+#: to 0017 had their deltas (conftest.SQUASH_COMMITS: the commits before each squash).
 FROZEN_SHA256 = {
     "0002_operators.sql": "02954ed7e300bc6c5935ffa6eb89a3cb3b5b80599118a3b891e69fb4d9d4476c",
     "0002_reader.sql": "e2040a525b7d5f84bd6c551b21d9da98dfd09322f448c3c5aec756d442562468",
-    "0013_search.sql": "e0833038dc3ba11dd462dbe33aede22dd82c9b9604def8d15c5deb96875a4123",
-    "0014_search.sql": "4481b1b9a1a2fc701c1ca5e53ec9e8a346767b77a6e4b413e494c0cb60f3276d",
-    "0015_search.sql": "e4d8fe2d90e9bf1899bf7c75268c59e2483db74a4c969d152c3a53fc7a3ccff8",
-    "0016_search.sql": "5d8a5868f8f04b5caf0629c520fc0c4c316e31643a41de2fba985ce019eb4c23",
-    "0017_search.sql": "b11c7e1be6da09cfca802493e5fd8b7e3797c00860ccac2e6389962426c36d7e",
+    "0017_search.sql": "e66fc06aa81f184ef0b1700dce6f063d7de866bb32e40ff22d21920616d5a7dc",
     "0018_reader.sql": "d459720aaa78da6b37e18e13b0b205f77221705bf36b0bfc3b154c0d623c1adb",
     "0019_search.sql": "3b7eae1de7caec3354391df17462e222383f0d9323a5e4a50bfac64c532f2cf2",
     "0020_search.sql": "f1c7de1a944ee7e338175f72bb1c9963075d168bf24fbfb6ba1daf4814b373ca",
@@ -194,9 +191,9 @@ def test_cli_db_commands(empty_dsn: str) -> None:
     assert f"The database is at revision {migrate.head()}, newer than 0017" in out.stderr
     assert "pglogic db downgrade 0017 does" in out.stderr
     # -1 onto a squashed revision is refused before the prompt
-    migrate.downgrade(empty_dsn, "0013")
+    migrate.downgrade(empty_dsn, "0017")
     out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "-1")
-    assert out.returncode != 0 and "Revision 0012 is squashed into 0013" in out.stderr
+    assert out.returncode != 0 and "Revision 0016 is squashed into 0017" in out.stderr
     assert "Downgrade the schema" not in out.stdout
     out = cli_in_process("--dsn", empty_dsn, "db", "downgrade", "base", "--yes")
     assert out.returncode == 0, out.stderr

@@ -1394,43 +1394,6 @@ def test_downgrade_0002_removes_functions_and_cache(dsn: str) -> None:
     assert objects() == (51, True, True)  # (0020: pglogic._default, _with_defaults)
 
 
-#: The functions migration 0014 adds (pglogic.engine.negation).
-NEW_IN_0014 = frozenset(
-    {"pglogic._not_contexts(jsonb,jsonb)", "pglogic._projected(vector,vector[],double precision)"}
-)
-#: What migrations 0017 (refusing bad input) and 0020 (the defaults read from pglogic.defaults)
-#: add, and change besides pglogic._plan.
-NEW_SINCE_0017 = frozenset(
-    {
-        "pglogic._vector(jsonb,text)",
-        "pglogic._default(text)",
-        "pglogic._with_defaults(jsonb,text[])",
-    }
-)
-CHANGED_SINCE_0017 = frozenset(
-    {
-        "pglogic._check_operator(text,text,text)",
-        "pglogic._collect_terms(jsonb,boolean,jsonb,integer)",
-        "pglogic._resolve_operators(jsonb)",
-        "pglogic._resolve_truth(jsonb)",
-        "pglogic._default_depth(bigint,integer)",
-        "pglogic._guide_depth(bigint,bigint)",
-        "pglogic._guide_only_depth(bigint,double precision)",
-        "pglogic._prefer_exact(double precision,bigint,integer,text,double precision)",
-    }
-)
-
-
-def all_functions(dsn: str) -> dict[str, str]:
-    """``pg_get_functiondef`` of every pglogic function, by signature."""
-    with connect(dsn) as c:
-        rows = c.execute(
-            "SELECT oid::regprocedure::text, pg_get_functiondef(oid) FROM pg_proc"
-            " WHERE pronamespace = 'pglogic'::regnamespace"
-        ).fetchall()
-    return dict(rows)
-
-
 @pytest.mark.parametrize(
     "tree",
     ['"a" AND "b"', '("a" OR "b") AND NOT "c" AND "d"', '"x" AND NOT ("y" AND NOT "z" AND "w")',

@@ -1,6 +1,6 @@
 """A negated term against its context (``not_context``, migration 0014) in ``pglogic.search``:
-the vectors and the guide the SQL function binds are the Python search's, its errors say the
-Python words, and migration 0014 downgrades."""
+the vectors and the guide the SQL function binds are the Python search's, and its errors say the
+Python words."""
 
 from __future__ import annotations
 
@@ -19,17 +19,12 @@ from pglogic.engine.negation import contexts, projected
 from pglogic.engine.render import search_json
 from pglogic.errors import InvalidInput
 from pglogic.query import And, Not, Term, parse, terms
-from pglogic.store import migrate
 from pglogic.store.corpus import create_corpus, get_corpus
 from pglogic.store.db import connect
 from pglogic.store.lexical import add_lexical_index, drop_lexical_index
 from pglogic.store.search import execute
 from tests.conftest import TEMPLATE_DB, Server
 from tests.test_sql_functions import (
-    CHANGED_SINCE_0017,
-    NEW_IN_0014,
-    NEW_SINCE_0017,
-    all_functions,
     assert_same,
     message,
     sql_error,
@@ -162,37 +157,6 @@ def test_not_context_errors_say_the_python_words(neg_dsn: str) -> None:
         )
 
 
-def test_migration_0014_adds_the_option_and_downgrades(neg_dsn: str) -> None:
-    """0014 adds ``_not_contexts`` and ``_projected`` and the option; down to 0013 the option is
-    refused as unknown (also in what Python renders) and the helpers are gone; up again every
-    function is as at head."""
-    query = '"a" AND NOT "b"'
-    vectors = _vectors(query)
-    rendered = search_json(parse(query), SearchOptions(), vectors)
-    head = all_functions(neg_dsn)
-    try:
-        migrate.downgrade(neg_dsn, "0013")
-        old = all_functions(neg_dsn)
-        assert set(head) - set(old) == NEW_IN_0014 | NEW_SINCE_0017
-        # (pglogic.search and search_plan: since 0016, which binds $7 as a regconfig)
-        assert {f for f in old if old[f] != head[f]} == {
-            "pglogic._plan(text,jsonb)",
-            "pglogic.search(text,jsonb)",
-            "pglogic.search_plan(text,jsonb)",
-            *CHANGED_SINCE_0017,
-        }
-        with connect(neg_dsn) as conn:
-            exc = sql_error(conn, "neg", rendered)
-        assert message(exc).startswith("Unknown option 'not_context' in the query")
-        with connect(neg_dsn) as conn:  # without the option: every term as it is
-            bound, _ = _plan_vectors(conn, {k: v for k, v in rendered.items()
-                                            if k not in ("not_context", "not_mention")})  # fmt: skip
-        assert all(np.array_equal(v, vectors[t]) for t, v in bound)
-    finally:
-        migrate.upgrade(neg_dsn)
-    assert all_functions(neg_dsn) == head
-
-
 def _node(text: str, vectors: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"term": text, "vector": [float(x) for x in vectors[text]]}
 
@@ -251,7 +215,7 @@ def test_the_function_floors_a_mentioned_negated_term_as_python_does(
         assert said > 0
 
 
-def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: str) -> None:
+def test_not_mention_errors_say_the_python_words(neg_dsn: str) -> None:
     tree = {"op": "and", "args": [{"term": "a", "vector": [0.1] * DIM},
                                   {"op": "not", "arg": {"term": "b", "vector": [0.2] * DIM}}]}  # fmt: skip
     with connect(neg_dsn) as conn:
@@ -269,28 +233,6 @@ def test_not_mention_errors_say_the_python_words_and_0015_downgrades(neg_dsn: st
                 f"Invalid not_mention={bad!r}: a number from 0 (the similarity alone) to 1 (a "
                 "mention makes the negated term fully true)"
             )
-    head = all_functions(neg_dsn)
-    try:
-        # 0016 reads the words after grouping the passages and binds $7 as a regconfig
-        migrate.downgrade(neg_dsn, "0015")
-        mid = all_functions(neg_dsn)
-        assert set(head) - set(mid) == NEW_SINCE_0017
-        assert {f for f in mid if mid[f] != head[f]} == {
-            "pglogic._plan(text,jsonb)",
-            "pglogic.search(text,jsonb)",
-            "pglogic.search_plan(text,jsonb)",
-            *CHANGED_SINCE_0017,
-        }
-        migrate.downgrade(neg_dsn, "0014")
-        old = all_functions(neg_dsn)
-        assert set(mid) == set(old)
-        assert {f for f in old if old[f] != mid[f]} == {"pglogic._plan(text,jsonb)"}
-        with connect(neg_dsn) as conn:
-            exc = sql_error(conn, "neg", {"tree": tree, "not_mention": 0.4})
-        assert message(exc).startswith("Unknown option 'not_mention' in the query")
-    finally:
-        migrate.upgrade(neg_dsn)
-    assert all_functions(neg_dsn) == head
 
 
 def test_without_a_lexical_index_the_floor_does_nothing(neg_dsn: str) -> None:

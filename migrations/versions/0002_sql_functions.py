@@ -14,8 +14,8 @@ Installs this revision's frozen SQL (``versions/sql/0002_*.sql``, the text of ``
 Downgrading drops the functions and the term cache and revokes the grants; the role itself stays
 (roles belong to the whole cluster; other databases may use it).
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0002
@@ -33,9 +33,9 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
-SQL_FILES = ("0002_operators.sql", "0002_reader.sql")  # (its search.sql: 0013's squash)
+SQL_FILES = ("0002_operators.sql", "0002_reader.sql")  # (its search.sql: 0017's squash)
 
 FUNCTIONS = (
     "pglogic.search_plan(text, jsonb)",

@@ -16,8 +16,8 @@ other columns, so it (and ``search_plan``, whose SQL body depends on it) is drop
 Downgrading drops the new ``_plan`` and ``search_plan``, restores 0004's text of those
 statements and drops the helpers.
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0005
@@ -35,7 +35,7 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
 DROP_PLAN = """
 DROP FUNCTION IF EXISTS pglogic.search_plan(text, jsonb);

@@ -19,8 +19,8 @@ Downgrading drops the new functions, restores 0006's text of those statements (w
 the old ones) and drops the table (the corpora keep their ``tsv`` columns, which nothing reads
 then).
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0007
@@ -38,7 +38,7 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
 #: What 0007 replaces with functions of other result types or arguments, dependents first
 #: (SQL-standard bodies record their dependencies).

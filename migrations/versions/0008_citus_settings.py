@@ -11,8 +11,8 @@ PostgreSQL both forms do the same. No function changes its arguments or result t
 
 Downgrading restores 0007's text of those statements.
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0008
@@ -28,12 +28,12 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
 
 def upgrade() -> None:
-    pass  # (its SQL: versions/sql/0013_search.sql)
+    pass  # (its SQL: versions/sql/0017_search.sql)
 
 
 def downgrade() -> None:
-    pass  # (its SQL: versions/sql/0013_search.sql)
+    pass  # (its SQL: versions/sql/0017_search.sql)

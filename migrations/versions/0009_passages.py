@@ -11,8 +11,8 @@ No row: the corpus is one vector per document, as before. A table rather than co
 Downgrading drops the table, and refuses while it has rows: the corpora's passage tables would
 stay behind with nothing to read them, and an upgrade could not bring the layouts back.
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0009
@@ -30,7 +30,7 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
 
 def upgrade() -> None:

@@ -15,8 +15,8 @@ depends on it, are dropped first); ``search_plan`` shows it as ``"passages"``.
 Downgrading drops ``_plan`` and ``search_plan`` and restores 0008's text of those statements
 (which creates them as they were).
 
-Squashed: its SQL is part of ``versions/sql/0013_search.sql`` (revision 0013's squash of the
-deltas of 0002 to 0013); this revision keeps only its table changes, so a database at it still
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
 upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0010
@@ -34,7 +34,7 @@ branch_labels = None
 depends_on = None
 
 #: The revision whose frozen SQL holds this one's (no database is migrated to this one).
-SQUASHED_INTO = "0013"
+SQUASHED_INTO = "0017"
 
 #: What 0010 replaces with functions of another result type, dependents first (the SQL-standard
 #: body of ``search_plan`` records its dependency on ``_plan``).

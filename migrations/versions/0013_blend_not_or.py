@@ -1,8 +1,8 @@
 """``pglogic.search()`` takes ``"passage_score": "blend-not-or"``, its new default, as the
 Python search.
 
-Applies ``versions/sql/0013_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/quality/results/family_losses.md`` (the
+As released, it applied ``versions/sql/0013_search.sql``, the statements of ``sql/search.sql``
+it changed (each idempotent). The change, from ``bench/quality/results/family_losses.md`` (the
 own vector in disjunctions is what both folds that see every family chose; its weight is the
 Stack Exchange fold's):
 
@@ -17,13 +17,12 @@ Stack Exchange fold's):
 Each statement is ``pglogic.engine.compile._passage_sims``'s, text for text. No function
 changes its arguments or result type; no function is added.
 
-Downgrading restores 0012's text of those statements (the default is then ``"blend-not"``;
-``"blend-not-or"`` is refused).
+Its downgrade restored 0012's text of those statements (the default was then ``"blend-not"``;
+``"blend-not-or"`` refused).
 
-Since the squash of revisions 0002 to 0013, ``versions/sql/0013_search.sql`` holds all of
-``sql/search.sql`` as 0013 left it (a database at 0002 to 0012 upgrades through their table
-changes, then this replaces its functions). Downgrading goes only to 0001 or base: it drops
-the file's functions (``op.leave_squash``); a downgrade to 0002 to 0012 is refused.
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0013
 Revises: 0012
@@ -32,17 +31,18 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from alembic import op
-
 revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
 
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0017"
+
 
 def upgrade() -> None:
-    op.run_sql_file("0013_search.sql")
+    pass  # (its SQL: versions/sql/0017_search.sql)
 
 
 def downgrade() -> None:
-    op.leave_squash("0013_search.sql")
+    pass  # (its SQL: versions/sql/0017_search.sql)

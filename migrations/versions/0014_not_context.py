@@ -1,8 +1,8 @@
 """``pglogic.search()`` scores a term negated inside an AND against its context, as the Python
 search does (``"not_context"``, default 0.5).
 
-Applies ``versions/sql/0014_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/quality/results/not_projection.md``:
+As released, it applied ``versions/sql/0014_search.sql``, the statements of ``sql/search.sql``
+it changed (each idempotent). The change, from ``bench/quality/results/not_projection.md``:
 
 - the option ``"not_context"`` (a number from 0 to 1, default 0.5; anything else is refused with
   the Python error's text): each negated-only term that is an argument ``{"op": "not", "arg":
@@ -14,8 +14,12 @@ Applies ``versions/sql/0014_search.sql``, the statements of ``sql/search.sql`` t
   Gram–Schmidt in double precision as NumPy's). No function changes its arguments or result
   type.
 
-Downgrading restores 0013's text of those statements (the option is then refused as unknown)
-and drops the two functions.
+Its downgrade restored 0013's text of those statements (the option was then refused as
+unknown) and dropped the two functions; it still drops them (``DROP FUNCTION IF EXISTS``).
+
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0014
 Revises: 0013
@@ -31,13 +35,15 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0017"
+
 
 def upgrade() -> None:
-    op.run_sql_file("0014_search.sql")
+    pass  # (its SQL: versions/sql/0017_search.sql)
 
 
 def downgrade() -> None:
-    op.restore_sql_file("0014_search.sql")
     op.run_sql(
         "DROP FUNCTION IF EXISTS pglogic._projected(vector, vector[], double precision);\n"
         "DROP FUNCTION IF EXISTS pglogic._not_contexts(jsonb, jsonb);"

@@ -2,8 +2,8 @@
 Python search does, and binds the text search configuration as a ``regconfig``: the same scores,
 less work.
 
-Applies ``versions/sql/0016_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). The change, from ``bench/perf/results/not_mention_latency.md``:
+As released, it applied ``versions/sql/0016_search.sql``, the statements of ``sql/search.sql``
+it changed (each idempotent). The change, from ``bench/perf/results/not_mention_latency.md``:
 
 - over passages, the floor of ``"not_mention"`` (0015) and the lexical truths (0007) are
   computed after the ``GROUP BY`` the document, from the document's row joined again (as the
@@ -18,7 +18,11 @@ Applies ``versions/sql/0016_search.sql``, the statements of ``sql/search.sql`` t
 - ``pglogic._plan``, ``pglogic.search`` and ``pglogic.search_plan`` change; no function changes
   its arguments or result type.
 
-Downgrading restores 0015's text of those statements.
+Its downgrade restored 0015's text of those statements.
+
+Squashed: its SQL is part of ``versions/sql/0017_search.sql`` (revision 0017's squash of the
+deltas of 0002 to 0017); this revision keeps only its table changes, so a database at it still
+upgrades, and no database is migrated to it any more (only through it, or down to 0001 or base).
 
 Revision ID: 0016
 Revises: 0015
@@ -27,17 +31,18 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
-from alembic import op
-
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
 
+#: The revision whose frozen SQL holds this one's (no database is migrated to this one).
+SQUASHED_INTO = "0017"
+
 
 def upgrade() -> None:
-    op.run_sql_file("0016_search.sql")
+    pass  # (its SQL: versions/sql/0017_search.sql)
 
 
 def downgrade() -> None:
-    op.restore_sql_file("0016_search.sql")
+    pass  # (its SQL: versions/sql/0017_search.sql)

@@ -13,12 +13,16 @@ that says what was wrong, as the Python search does:
 - a ``complement^G`` exponent past a double's range (``complement^1e400``) is out of range like
   any other, not a failed cast.
 
-Applies ``versions/sql/0017_search.sql``, the statements of ``sql/search.sql`` this revision changed
-(each idempotent). ``pglogic._vector`` is new; ``pglogic._check_operator``,
-``pglogic._collect_terms`` and ``pglogic._plan`` change, with no change to a function's
-arguments or result type; every valid input gives the same rows.
+``pglogic._vector`` is new; ``pglogic._check_operator``, ``pglogic._collect_terms`` and
+``pglogic._plan`` change, with no change to a function's arguments or result type; every valid
+input gives the same rows.
 
-Downgrading restores 0016's text of those statements and drops ``pglogic._vector``.
+Applies ``versions/sql/0017_search.sql``: since the squash of revisions 0002 to 0017, all of
+``sql/search.sql`` as 0017 left it (each statement idempotent; a database at 0002 to 0016
+upgrades through their table changes, then this replaces its functions). As released, 0017
+applied only the statements it changed, and its downgrade restored 0016's text of them.
+Downgrading goes only to 0001 or base: it drops the file's functions, ``pglogic._vector`` among
+them (``op.leave_squash``); a downgrade to 0002 to 0016 is refused.
 
 Revision ID: 0017
 Revises: 0016
@@ -40,5 +44,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.restore_sql_file("0017_search.sql")
-    op.run_sql("DROP FUNCTION IF EXISTS pglogic._vector(jsonb, text);")
+    op.leave_squash("0017_search.sql")

@@ -61,7 +61,7 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
     context_settings=_RELATIVE_OK,
     epilog=example(
         "pglogic db downgrade -1             # one revision down",
-        "pglogic db downgrade 0016",
+        "pglogic db downgrade 0018",
         "pglogic db downgrade base --yes     # removes pglogic and every corpus",
         "pglogic db downgrade base --cascade # ... and objects of yours that depend on it",
     ),

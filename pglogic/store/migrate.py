@@ -252,7 +252,7 @@ def check_revision(revision: str, *, stop: bool = True) -> None:
     into a later revision.
 
     Example:
-        >>> check_revision("0013"), check_revision("head-1"), check_revision("-2")
+        >>> check_revision("0017"), check_revision("head-1"), check_revision("-2")
         (None, None, None)
         >>> check_revision("9999")
         Traceback (most recent call last):
@@ -307,7 +307,7 @@ def downgrade(dsn: str, revision: str, *, cascade: bool = False) -> None:
 
 def resolve(dsn: str, revision: str) -> str | None:
     """The revision ``revision`` names for this database: itself, or a relative step (``-1``,
-    ``+1``, ``head-2``, ``0016+1``) counted from the database's revision; None for base.
+    ``+1``, ``head-2``, ``0018+1``) counted from the database's revision; None for base.
 
     Example:
         >>> resolve("postgresql:///mydb", "-1")  # doctest: +SKIP

@@ -1,5 +1,8 @@
--- Revision 0017: the statements of sql/search.sql that are new or changed since the revision before, written
--- by migrations/sqlfiles.py; frozen: never edit it. It runs between the file's DO blocks (applied).
+-- Revision 0017: sql/search.sql as revisions 0002 to 0017 left it, all of it: the squash of
+-- their deltas (the statements of bc90cbe's frozen 0013_search.sql to 0017_search.sql, in
+-- the order of sql/search.sql); frozen: never edit it.
+-- A database at a revision from 0002 to 0016 upgrades through their table changes, then this
+-- replaces its functions; none is downgraded to one of them (only to 0001 or base).
 
 -- pglogic.search(corpus, query): logical semantic search from plain SQL (migrations 0002-0017).
 --
@@ -107,6 +110,47 @@ BEGIN
 END
 $do$;
 
+CREATE TABLE IF NOT EXISTS pglogic.term_cache (
+    model       text NOT NULL,
+    term        text NOT NULL CHECK (btrim(term) <> ''),
+    embedding   vector NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (model, term)
+);
+
+COMMENT ON TABLE pglogic.term_cache IS
+    'Term embeddings by model, so pglogic.search can run terms given without a vector';
+
+-- options -----------------------------------------------------------------------------------
+
+-- A JSON value for an error message, cut to 100 characters.
+CREATE OR REPLACE FUNCTION pglogic._show(value jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN length(coalesce(value::text, 'null')) > 100
+            THEN left(value::text, 97) || '...' ELSE coalesce(value::text, 'null') END;
+
+CREATE OR REPLACE FUNCTION pglogic._int_option(opts jsonb, name text, dflt integer)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    v jsonb := opts -> name;
+    n numeric;
+BEGIN
+    IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+        RETURN dflt;
+    END IF;
+    IF jsonb_typeof(v) = 'number' THEN
+        n := (v #>> '{}')::numeric;
+        IF n = trunc(n) AND abs(n) <= 2147483647 THEN
+            RETURN n::integer;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'Invalid %=%: expected an integer', name, pglogic._show(v)
+        USING ERRCODE = '22023';
+END
+$fn$;
+
 -- A vector given in JSON (an array of numbers, or pgvector's text in a string) as a vector; since
 -- migration 0017 what pgvector cannot read is an invalid value (22023) that names what it was for,
 -- not a raw cast error that echoes the whole input. The dimension is checked by the caller.
@@ -133,6 +177,23 @@ EXCEPTION
                           WHEN '54000' THEN 'more than 16,000 dimensions'
                           ELSE regexp_replace(SQLERRM, ':.*$', '') END,
             pglogic._show(v) USING ERRCODE = '22023';
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pglogic._bool_option(opts jsonb, name text, dflt boolean)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    v jsonb := opts -> name;
+BEGIN
+    IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+        RETURN dflt;
+    END IF;
+    IF jsonb_typeof(v) = 'boolean' THEN
+        RETURN (v #>> '{}')::boolean;
+    END IF;
+    RAISE EXCEPTION 'Invalid %=%: expected true or false', name, pglogic._show(v)
+        USING ERRCODE = '22023';
 END
 $fn$;
 
@@ -174,6 +235,235 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     RETURN name;
+END
+$fn$;
+
+-- Resolve an operator family like pglogic.operators.resolve_family: returns {and, or, not}.
+-- Since migration 0003 the default (and the fill-in for partial specs) is product-max; since
+-- migration 0006 it is product-max-strong (NOT (1 - x)^1.25).
+CREATE OR REPLACE FUNCTION pglogic._resolve_operators(spec jsonb)
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    usage constant text := 'use a preset (product-max-strong, product-max, itlr, godel, '
+        'lukasiewicz, product) or and=NAME,or=NAME,not=NAME with AND in {product, sum, min, '
+        'lukasiewicz}, OR in {sum, max, probsum, lukasiewicz}, NOT in {complement, reciprocal, '
+        'complement^G}';
+    dflt constant text[] := ARRAY['product', 'max', 'complement^1.25'];
+    kinds constant text[] := ARRAY['and', 'or', 'not'];
+    chosen text[] := ARRAY[NULL, NULL, NULL]::text[];
+    raw text;
+    txt text;
+    m text[];
+    parts text[];
+    part text;
+    kind text;
+    val jsonb;
+    pos integer;
+BEGIN
+    IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
+        RETURN dflt;
+    END IF;
+    IF jsonb_typeof(spec) = 'object' THEN
+        FOR kind, val IN SELECT e.key, e.value FROM jsonb_each(spec) AS e LOOP
+            pos := array_position(kinds, lower(kind));
+            IF pos IS NULL THEN
+                PERFORM pglogic._check_operator(kind, NULL, spec::text);
+            END IF;
+            IF jsonb_typeof(val) <> 'string' THEN
+                PERFORM pglogic._check_operator(lower(kind), val::text, spec::text);
+            END IF;
+            chosen[pos] := pglogic._check_operator(
+                lower(kind), lower(btrim(val #>> '{}')), spec::text
+            );
+        END LOOP;
+        RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
+                     coalesce(chosen[3], dflt[3])];
+    END IF;
+    IF jsonb_typeof(spec) <> 'string' THEN
+        RAISE EXCEPTION 'Invalid operators=%: %', pglogic._show(spec), usage
+            USING ERRCODE = '22023';
+    END IF;
+    raw := spec #>> '{}';
+    txt := lower(regexp_replace(raw, '\s+', '', 'g'));
+    IF txt = '' OR txt = 'product-max-strong' THEN
+        RETURN dflt;
+    ELSIF txt = 'product-max' THEN
+        RETURN ARRAY['product', 'max', 'complement'];
+    ELSIF txt = 'itlr' THEN
+        RETURN ARRAY['product', 'sum', 'complement'];
+    ELSIF txt = 'godel' THEN
+        RETURN ARRAY['min', 'max', 'complement'];
+    ELSIF txt = 'lukasiewicz' THEN
+        RETURN ARRAY['lukasiewicz', 'lukasiewicz', 'complement'];
+    ELSIF txt = 'product' THEN
+        RETURN ARRAY['product', 'probsum', 'complement'];
+    END IF;
+    m := coalesce(regexp_match(txt, '^itlr\[([^\]]*)\]$'), regexp_match(txt, '^itlr:(.*)$'));
+    IF m IS NOT NULL THEN
+        parts := regexp_split_to_array(m[1], '[,/]');
+        IF cardinality(parts) <> 3 THEN
+            RAISE EXCEPTION 'Expected three operators (AND, OR, NOT) in operator family %, got %',
+                quote_literal(raw), cardinality(parts) USING ERRCODE = '22023';
+        END IF;
+        RETURN ARRAY[pglogic._check_operator('and', parts[1], raw),
+                     pglogic._check_operator('or', parts[2], raw),
+                     pglogic._check_operator('not', parts[3], raw)];
+    END IF;
+    IF position('=' IN txt) = 0 THEN
+        RAISE EXCEPTION 'Unknown operator family %: %', quote_literal(raw), usage
+            USING ERRCODE = '22023';
+    END IF;
+    FOREACH part IN ARRAY string_to_array(txt, ',') LOOP
+        IF position('=' IN part) = 0 THEN
+            RAISE EXCEPTION 'Expected KIND=NAME, got % in operator family %',
+                quote_literal(part), quote_literal(raw) USING ERRCODE = '22023';
+        END IF;
+        kind := split_part(part, '=', 1);
+        pos := array_position(kinds, kind);
+        IF pos IS NULL THEN
+            PERFORM pglogic._check_operator(kind, NULL, raw);
+        END IF;
+        IF chosen[pos] IS NOT NULL THEN
+            RAISE EXCEPTION 'Operator kind % given twice in operator family %',
+                quote_literal(kind), quote_literal(raw) USING ERRCODE = '22023';
+        END IF;
+        chosen[pos] := pglogic._check_operator(kind, substr(part, length(kind) + 2), raw);
+    END LOOP;
+    RETURN ARRAY[coalesce(chosen[1], dflt[1]), coalesce(chosen[2], dflt[2]),
+                 coalesce(chosen[3], dflt[3])];
+END
+$fn$;
+
+-- A double precision number as Python's repr() writes it (pglogic.operators._const_text): the
+-- shortest text that reads back as the same number, with ".0" on integral values and a
+-- fixed-point form up to 1e16, so that constants render text for text like the Python compiler.
+CREATE OR REPLACE FUNCTION pglogic._float_text(x double precision)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET extra_float_digits = 1  -- float8 output is then the shortest round trip (PostgreSQL >= 12)
+AS $fn$
+DECLARE
+    t text := x::text;
+    m text[];
+    digits text;
+    p integer;
+    r numeric;
+    e integer;
+    cand text;
+    shorter text;
+BEGIN
+    IF t IN ('NaN', 'Infinity', '-Infinity') THEN
+        RETURN CASE t WHEN 'NaN' THEN 'nan' WHEN 'Infinity' THEN 'inf' ELSE '-inf' END;
+    END IF;
+    -- Some large integral values print with more digits than needed to read back the same;
+    -- Python prints the fewest: round to fewer digits while the result still reads back as x.
+    m := regexp_match(t, '^(-?)([0-9]\.[0-9]+)e\+([0-9]+)$');
+    IF m IS NOT NULL THEN
+        digits := replace(m[2], '.', '');
+        FOR p IN REVERSE length(digits) - 1 .. 1 LOOP
+            r := round(digits::numeric, p - length(digits));
+            e := m[3]::integer + length(r::text) - length(digits);
+            cand := rtrim(left(r::text, p + 1), '0');
+            cand := m[1] || left(cand, 1) || coalesce(nullif('.' || substr(cand, 2), '.'), '')
+                || 'e+' || lpad(e::text, 2, '0');
+            BEGIN
+                EXIT WHEN cand::double precision <> x;
+            EXCEPTION WHEN numeric_value_out_of_range THEN
+                EXIT;  -- rounded up past the largest double
+            END;
+            shorter := cand;
+        END LOOP;
+        t := coalesce(shorter, t);
+    END IF;
+    -- PostgreSQL switches to exponents from 1e15 on, Python from 1e16 on
+    m := regexp_match(t, '^(-?)([0-9])(?:\.([0-9]+))?e\+15$');
+    IF m IS NOT NULL THEN
+        digits := m[2] || coalesce(m[3], '');
+        RETURN m[1] || CASE WHEN length(digits) <= 16 THEN rpad(digits, 16, '0') || '.0'
+                            ELSE left(digits, 16) || '.' || substr(digits, 17) END;
+    END IF;
+    IF position('e' IN t) = 0 AND position('.' IN t) = 0 THEN
+        RETURN t || '.0';
+    END IF;
+    RETURN t;
+END
+$fn$;
+
+-- Resolve a truth map like pglogic.operators.resolve_truth (same validation, same messages):
+-- 'clamp', 'affine', 'calibrated' (pglogic._plan looks the parameters up) or
+-- 'sigmoid:TAU:LAMBDA' with both numbers written as pglogic._float_text writes them.
+CREATE OR REPLACE FUNCTION pglogic._resolve_truth(spec jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    -- Python's float() syntax (lower case): digits with single underscores between them
+    number constant text := '^[+-]?((([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*|[0-9](_?[0-9])*\.?)'
+        '(e[+-]?[0-9](_?[0-9])*)?|inf|infinity|nan)$';
+    raw text;
+    name text;
+    parts text[];
+    num text;
+    v double precision;
+    vals double precision[] := '{}';
+    big boolean;
+BEGIN
+    IF spec IS NULL OR jsonb_typeof(spec) = 'null' THEN
+        RETURN 'clamp';
+    END IF;
+    IF jsonb_typeof(spec) = 'string' THEN
+        raw := spec #>> '{}';
+        name := lower(btrim(raw));
+        IF name = '' THEN
+            RETURN 'clamp';
+        END IF;
+        IF name IN ('clamp', 'affine', 'calibrated') THEN
+            RETURN name;
+        END IF;
+        parts := string_to_array(name, ':');
+        IF cardinality(parts) = 3 AND parts[1] = 'sigmoid' THEN
+            FOREACH num IN ARRAY parts[2:3] LOOP
+                num := regexp_replace(num, '^\s+|\s+$', '', 'g');
+                IF num !~ number THEN
+                    RAISE EXCEPTION
+                        'Invalid truth map %: expected sigmoid:TAU:LAMBDA with two numbers',
+                        quote_literal(raw) USING ERRCODE = '22023';
+                END IF;
+                num := replace(num, '_', '');
+                IF num ~ 'inf|nan' THEN
+                    v := CASE WHEN num ~ 'nan' THEN 'NaN'::double precision
+                              WHEN num ~ '^-' THEN '-Infinity' ELSE 'Infinity' END;
+                ELSE
+                    BEGIN
+                        v := num::double precision;
+                    EXCEPTION WHEN numeric_value_out_of_range THEN
+                        -- Python's float() rounds to an infinity or to zero instead
+                        BEGIN
+                            big := abs(num::numeric) >= 1;
+                        EXCEPTION WHEN numeric_value_out_of_range THEN
+                            big := num !~ 'e-';
+                        END;
+                        v := CASE WHEN big THEN 'Infinity'::double precision ELSE 0 END;
+                        IF num ~ '^-' THEN
+                            v := -v;
+                        END IF;
+                    END;
+                END IF;
+                vals := vals || v;
+            END LOOP;
+            IF vals[1] IN ('Infinity', '-Infinity', 'NaN')
+               OR vals[2] IN ('Infinity', '-Infinity', 'NaN') OR NOT vals[2] > 0 THEN
+                RAISE EXCEPTION 'A sigmoid truth map needs a finite tau and lambda > 0, got %, %',
+                    pglogic._float_text(vals[1]), pglogic._float_text(vals[2])
+                    USING ERRCODE = '22023';
+            END IF;
+            RETURN format('sigmoid:%s:%s', pglogic._float_text(vals[1]),
+                          pglogic._float_text(vals[2]));
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'Unknown truth map %: valid names are clamp, affine, or sigmoid:TAU:LAMBDA',
+        CASE WHEN jsonb_typeof(spec) = 'string' THEN quote_literal(spec #>> '{}') ELSE spec::text END
+        USING ERRCODE = '22023';
 END
 $fn$;
 
@@ -297,6 +587,797 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'Unknown operator % in query node %: expected "and", "or" or "not"',
         pglogic._show(node -> 'op'), pglogic._show(node) USING ERRCODE = '22023';
+END
+$fn$;
+
+-- A formula as one natural-language string, text for text pglogic.query.to_text: AND -> "and",
+-- OR -> "or", a NOT under an AND -> "but not" ("and not" right after another negated operand,
+-- "not" first), any other NOT -> "not"; parentheses where precedence needs them.
+CREATE OR REPLACE FUNCTION pglogic._to_text(node jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    kids jsonb[];
+    child jsonb;
+    inner_ text;
+    parts text[] := '{}';
+    after_not boolean := false;
+    i integer := 0;
+BEGIN
+    IF jsonb_typeof(node) = 'string' THEN
+        RETURN node #>> '{}';
+    END IF;
+    IF node ? 'term' THEN
+        RETURN node ->> 'term';
+    END IF;
+    IF node ? 'match' THEN
+        RETURN node ->> 'match';
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        child := coalesce(node -> 'arg', node -> 'args' -> 0);
+        inner_ := pglogic._to_text(child);
+        RETURN CASE WHEN jsonb_typeof(child) = 'object' AND lower(child ->> 'op') IN ('and', 'or')
+                    THEN 'not (' || inner_ || ')' ELSE 'not ' || inner_ END;
+    END IF;
+    kids := pglogic._flat_args(node, op);
+    IF op = 'or' THEN
+        RETURN (SELECT string_agg(pglogic._to_text(k), ' or ' ORDER BY n)
+                FROM unnest(kids) WITH ORDINALITY AS u(k, n));
+    END IF;
+    FOREACH child IN ARRAY kids LOOP
+        IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = 'not' THEN
+            inner_ := pglogic._to_text(coalesce(child -> 'arg', child -> 'args' -> 0));
+            IF jsonb_typeof(coalesce(child -> 'arg', child -> 'args' -> 0)) = 'object'
+               AND lower(coalesce(child -> 'arg', child -> 'args' -> 0) ->> 'op') IN ('and', 'or') THEN
+                inner_ := '(' || inner_ || ')';
+            END IF;
+            parts := parts || (CASE WHEN i = 0 THEN 'not' WHEN after_not THEN 'and not'
+                                    ELSE 'but not' END || ' ' || inner_);
+            after_not := true;
+        ELSE
+            inner_ := pglogic._to_text(child);
+            IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = 'or' THEN
+                inner_ := '(' || inner_ || ')';
+            END IF;
+            parts := parts || CASE WHEN i = 0 THEN inner_ ELSE 'and ' || inner_ END;
+            after_not := false;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    RETURN array_to_string(parts, ' ');
+END
+$fn$;
+
+-- The operands of an AND or OR node with nested nodes of the same operator spliced in
+-- (pglogic.query.ast.flatten).
+CREATE OR REPLACE FUNCTION pglogic._flat_args(node jsonb, op text)
+RETURNS jsonb[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    out_ jsonb[] := '{}';
+    child jsonb;
+BEGIN
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        IF jsonb_typeof(child) = 'object' AND lower(child ->> 'op') = op THEN
+            out_ := out_ || pglogic._flat_args(child, op);
+        ELSE
+            out_ := out_ || child;
+        END IF;
+    END LOOP;
+    RETURN out_;
+END
+$fn$;
+
+-- The tree without its lexical terms, or null when nothing else is left (pglogic.query.
+-- semantic_part): an AND or OR left with one operand is that operand, a NOT of nothing is nothing.
+-- What the guide vector and the AND texts are computed from (since migration 0007).
+CREATE OR REPLACE FUNCTION pglogic._semantic_part(node jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    child jsonb;
+    kept jsonb := '[]';
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' THEN
+        RETURN node;
+    END IF;
+    IF node ? 'match' THEN
+        RETURN NULL;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        child := pglogic._semantic_part(coalesce(node -> 'arg', node -> 'args' -> 0));
+        RETURN CASE WHEN child IS NOT NULL THEN jsonb_build_object('op', 'not', 'arg', child) END;
+    END IF;
+    FOR child IN SELECT pglogic._semantic_part(a.value)
+                 FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        IF child IS NOT NULL THEN
+            kept := kept || jsonb_build_array(child);
+        END IF;
+    END LOOP;
+    RETURN CASE jsonb_array_length(kept) WHEN 0 THEN NULL WHEN 1 THEN kept -> 0
+                ELSE jsonb_build_object('op', op, 'args', kept) END;
+END
+$fn$;
+
+-- The phrase of an AND node's positive operands when it has two or more, else null
+-- (pglogic.engine.conjunction._phrase); since migration 0007 of their semantic parts (lexical
+-- terms are left out: the phrase is embedded).
+CREATE OR REPLACE FUNCTION pglogic._and_phrase(node jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT CASE WHEN count(*) >= 2
+                    THEN pglogic._to_text(jsonb_build_object('op', 'and',
+                                          'args', jsonb_agg(s.part ORDER BY a.ordinality)))
+               END
+        FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+        CROSS JOIN LATERAL (SELECT pglogic._semantic_part(a.value) AS part) AS s
+        WHERE (jsonb_typeof(a.value) <> 'object' OR coalesce(lower(a.value ->> 'op'), '') <> 'not')
+          AND s.part IS NOT NULL);
+
+-- The scored texts (pglogic.engine.conjunction.scored_terms): acc (the query's terms), then the
+-- phrase of every AND with two or more positive operands, in tree order, each once.
+CREATE OR REPLACE FUNCTION pglogic._and_texts(node jsonb, acc text[])
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    phrase text;
+    child jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
+        RETURN acc;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._and_texts(coalesce(node -> 'arg', node -> 'args' -> 0), acc);
+    END IF;
+    IF op = 'and' THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL AND NOT phrase = ANY (acc) THEN
+            acc := acc || phrase;
+        END IF;
+    END IF;
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        acc := pglogic._and_texts(child, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
+-- Since migration 0012: each AND phrase of pglogic._and_texts with its polarity, true when one
+-- of its ANDs sits under an even number of NOTs (pglogic.engine.conjunction.negated_and_texts:
+-- the false ones keep their best passage under the passage scores that blend).
+CREATE OR REPLACE FUNCTION pglogic._and_text_polarity(node jsonb, positive boolean, acc jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    phrase text;
+    child jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
+        RETURN acc;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._and_text_polarity(coalesce(node -> 'arg', node -> 'args' -> 0),
+                                          NOT positive, acc);
+    END IF;
+    IF op = 'and' THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL THEN
+            acc := jsonb_set(acc, ARRAY[phrase],
+                             to_jsonb(coalesce((acc ->> phrase)::boolean, false) OR positive));
+        END IF;
+    END IF;
+    FOR child IN SELECT a.value FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a
+                 ORDER BY a.ordinality LOOP
+        acc := pglogic._and_text_polarity(child, positive, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
+-- A similarity column through the truth map (pglogic.engine.operators.TRUTH_MAPS, sigmoid_truth).
+CREATE OR REPLACE FUNCTION pglogic._truth_sql(x text, truth text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN truth LIKE 'sigmoid:%' THEN  -- pglogic.operators.sigmoid_truth, EXP_CAP = 700
+        format('(1.0 / (1.0 + exp(LEAST(700.0, GREATEST(-700.0, ((%s - %s) * %s))))))',
+               split_part(truth, ':', 2), x, split_part(truth, ':', 3))
+    WHEN truth = 'clamp' THEN format('GREATEST(0.0, LEAST(1.0, %s))', x)
+    WHEN truth = 'affine' THEN format('((%s + 1.0) / 2.0)', x)
+END;
+
+-- The score expression of a (validated) tree, text for text what pglogic.operators.to_sql
+-- renders for pglogic.engine.conjunction.with_and_texts(tree, and_text): the same operations in
+-- the same order, so scores are bit for bit the same. Since migration 0006: the NOT
+-- complement^G, and each AND's phrase (a scored text of terms[]) joining the AND and_text times,
+-- once beside a negated operand. Since migration 0007: lexical term matches[j] is column
+-- "l{j-1}", its truth value as it is (no truth map).
+DROP FUNCTION IF EXISTS pglogic._score_sql(jsonb, text[], text[], text);
+
+CREATE OR REPLACE FUNCTION pglogic._score_sql(
+    node jsonb, terms text[], ops text[], truth text, and_text integer DEFAULT 0,
+    matches text[] DEFAULT '{}'
+)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    x text;
+    phrase text;
+    parts text[] := '{}';
+    beside_not boolean;
+    i integer;
+BEGIN
+    IF jsonb_typeof(node) = 'string' THEN
+        node := jsonb_build_object('term', node);
+    END IF;
+    IF node ? 'term' THEN
+        RETURN pglogic._truth_sql(
+            pglogic._qi('s' || (array_position(terms, node ->> 'term') - 1)), truth);
+    END IF;
+    IF node ? 'match' THEN
+        RETURN pglogic._qi('l' || (array_position(matches, node ->> 'match') - 1));
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        x := pglogic._score_sql(coalesce(node -> 'arg', node -> 'args' -> 0), terms, ops, truth,
+                                and_text, matches);
+        RETURN CASE ops[3]
+            WHEN 'complement' THEN format('(1.0 - %s)', x)
+            WHEN 'reciprocal' THEN format('(1.0 / GREATEST(%s, 1e-06))', x)
+            ELSE format('power(GREATEST((1.0 - %s), 0.0), %s)', x, substr(ops[3], 12))
+        END;
+    END IF;
+    FOR i IN 0 .. jsonb_array_length(node -> 'args') - 1 LOOP
+        parts := parts || pglogic._score_sql(node -> 'args' -> i, terms, ops, truth, and_text,
+                                             matches);
+    END LOOP;
+    IF op = 'and' AND and_text > 0 THEN
+        phrase := pglogic._and_phrase(node);
+        IF phrase IS NOT NULL THEN
+            beside_not := EXISTS (SELECT 1 FROM jsonb_array_elements(node -> 'args') AS a
+                                  WHERE jsonb_typeof(a.value) = 'object'
+                                    AND lower(a.value ->> 'op') = 'not');
+            x := pglogic._truth_sql(pglogic._qi('s' || (array_position(terms, phrase) - 1)), truth);
+            FOR i IN 1 .. CASE WHEN beside_not THEN 1 ELSE and_text END LOOP
+                parts := parts || x;
+            END LOOP;
+        END IF;
+    END IF;
+    IF op = 'and' THEN
+        RETURN CASE ops[1]
+            WHEN 'product' THEN '(' || array_to_string(parts, ' * ') || ')'
+            WHEN 'sum' THEN '(' || array_to_string(parts, ' + ') || ')'
+            WHEN 'min' THEN 'LEAST(' || array_to_string(parts, ', ') || ')'
+            WHEN 'lukasiewicz' THEN format('GREATEST(0.0, ((%s) - %s.0))',
+                                           array_to_string(parts, ' + '), cardinality(parts) - 1)
+        END;
+    END IF;
+    RETURN CASE ops[2]
+        WHEN 'sum' THEN '(' || array_to_string(parts, ' + ') || ')'
+        WHEN 'max' THEN 'GREATEST(' || array_to_string(parts, ', ') || ')'
+        WHEN 'probsum' THEN format('(1.0 - (%s))', (SELECT string_agg(format('(1.0 - %s)', p), ' * '
+                                                    ORDER BY n) FROM unnest(parts)
+                                                    WITH ORDINALITY AS u(p, n)))
+        WHEN 'lukasiewicz' THEN 'LEAST(1.0, (' || array_to_string(parts, ' + ') || '))'
+    END;
+END
+$fn$;
+
+-- identifiers and filters --------------------------------------------------------------------
+
+-- An identifier as psycopg's sql.Identifier writes it: always double-quoted, quotes doubled.
+CREATE OR REPLACE FUNCTION pglogic._qi(name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN '"' || replace(name, '"', '""') || '"';
+
+-- A JSON number as Python's json.loads reads it, written back by json.dumps: an integer when
+-- its text has no fraction or exponent, else a float (pglogic._float_text: Python's repr).
+CREATE OR REPLACE FUNCTION pglogic._json_number_text(value jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE WHEN value::text ~ '[.eE]' THEN pglogic._float_text((value #>> '{}')::double precision)
+            ELSE value::text END;
+
+-- The metadata filters of the query's "filters" (a JSON array) as one SQL condition on column
+-- col, text for text what pglogic.engine.filters.filters_sql writes, with the placeholders of
+-- its parameters numbered: the i-th parameter, in the order filters_sql makes them, is
+-- $<slot>[i] (a text[] of their values, which pglogic.search binds). Each filter is
+-- {"contains": {...}} (the metadata contains this object) or {"key": KEY, "op": OP, "value":
+-- JSON} with OP one of =, !=, <, <=, >, >=, with the semantics of pglogic.engine.filters.
+CREATE OR REPLACE FUNCTION pglogic._filters_sql(
+    filters jsonb, col text, slot integer, OUT condition text, OUT params text[]
+)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    usage constant text := '{"contains": {...}} or {"key": KEY, "op": OP, "value": VALUE} with OP'
+        || ' one of =, !=, <, <=, >, >=';
+    -- pglogic.engine.filters.NUMERIC_TEXT: a JSON string that holds a number
+    numeric_text constant text := '^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$';
+    f jsonb;
+    key text;
+    op text;
+    val jsonb;
+    forms jsonb[];
+    form jsonb;
+    alts text[];
+    expr text;
+    parts text[] := '{}';
+    k text;
+    v text;
+    shown text;
+BEGIN
+    params := '{}';
+    IF filters IS NULL OR jsonb_typeof(filters) = 'null' THEN
+        condition := 'TRUE';
+        RETURN;
+    END IF;
+    IF jsonb_typeof(filters) <> 'array' THEN
+        RAISE EXCEPTION 'Invalid filters=%: expected a list of filters, each %',
+            pglogic._show(filters), usage USING ERRCODE = '22023';
+    END IF;
+    FOR f IN SELECT e FROM jsonb_array_elements(filters) WITH ORDINALITY AS x(e, n) ORDER BY n LOOP
+        IF jsonb_typeof(f) = 'object' AND f ? 'contains'
+           AND (SELECT count(*) FROM jsonb_object_keys(f)) = 1 THEN
+            IF jsonb_typeof(f -> 'contains') <> 'object' THEN
+                RAISE EXCEPTION 'Invalid filter %: "contains" takes a JSON object',
+                    pglogic._show(f) USING ERRCODE = '22023';
+            END IF;
+            params := params || (f -> 'contains')::text;
+            parts := parts || format('%s @> $%s[%s]::jsonb', col, slot, cardinality(params));
+            CONTINUE;
+        END IF;
+        IF jsonb_typeof(f) IS DISTINCT FROM 'object' OR NOT f ?& ARRAY['key', 'op', 'value']
+           OR (SELECT count(*) FROM jsonb_object_keys(f)) <> 3 THEN
+            RAISE EXCEPTION 'Invalid filter %: expected %', pglogic._show(f), usage
+                USING ERRCODE = '22023';
+        END IF;
+        IF jsonb_typeof(f -> 'key') <> 'string' THEN
+            RAISE EXCEPTION 'Invalid filter %: the key is a string', pglogic._show(f)
+                USING ERRCODE = '22023';
+        END IF;
+        IF jsonb_typeof(f -> 'op') <> 'string' THEN
+            RAISE EXCEPTION 'Invalid filter %: expected %', pglogic._show(f), usage
+                USING ERRCODE = '22023';
+        END IF;
+        key := f ->> 'key';
+        op := f ->> 'op';
+        val := f -> 'value';
+        IF NOT op = ANY (ARRAY['=', '!=', '<', '<=', '>', '>=']) THEN
+            RAISE EXCEPTION 'Invalid filter operator %', quote_literal(op) USING ERRCODE = '22023';
+        END IF;
+        IF op IN ('=', '!=') THEN
+            -- containment (GIN-indexable): the value, an array holding it, a number as text
+            forms := ARRAY[jsonb_build_object(key, val)];
+            IF jsonb_typeof(val) IN ('string', 'number') THEN
+                forms := forms || jsonb_build_object(key, jsonb_build_array(val));
+                IF jsonb_typeof(val) = 'number' THEN
+                    forms := forms || jsonb_build_object(key, pglogic._json_number_text(val));
+                END IF;
+            END IF;
+            alts := '{}';
+            FOREACH form IN ARRAY forms LOOP
+                params := params || form::text;
+                alts := alts || format('%s @> $%s[%s]::jsonb', col, slot, cardinality(params));
+            END LOOP;
+            expr := '(' || array_to_string(alts, ' OR ') || ')';
+            -- (a NULL metadata holds no key: it passes !=)
+            parts := parts || CASE WHEN op = '!=' THEN format('NOT coalesce(%s, false)', expr)
+                                   ELSE expr END;
+            CONTINUE;
+        END IF;
+        IF jsonb_typeof(val) = 'number' THEN
+            params := params || key;
+            k := format('$%s[%s]', slot, cardinality(params));
+            -- the number as Python binds it: an int exactly, a float through float8
+            params := params || CASE WHEN val::text ~ '[.eE]'
+                                     THEN (val #>> '{}')::double precision::numeric::text
+                                     ELSE val::text END;
+            v := format('$%s[%s]', slot, cardinality(params));
+            parts := parts || format(
+                'CASE jsonb_typeof(%1$s -> %2$s) WHEN ''number'' THEN (%1$s -> %2$s)::numeric'
+                ' WHEN ''string'' THEN CASE WHEN (%1$s ->> %2$s) ~ %3$s'
+                ' THEN (%1$s ->> %2$s)::numeric END END %4$s %5$s::numeric',
+                col, k, ' ' || quote_literal(numeric_text), op, v);
+        ELSIF jsonb_typeof(val) = 'string' THEN
+            params := params || key;
+            k := format('$%s[%s]', slot, cardinality(params));
+            params := params || (val #>> '{}');
+            v := format('$%s[%s]', slot, cardinality(params));
+            parts := parts || format(
+                '(jsonb_typeof(%1$s -> %2$s) = ''string'' AND (%1$s ->> %2$s) %3$s %4$s::text)',
+                col, k, op, v);
+        ELSE
+            shown := CASE WHEN val IS NULL THEN 'null' ELSE val::text END;
+            RAISE EXCEPTION 'Invalid filter %: only numbers and strings can be compared with %; '
+                'use %=% for equality', key || op || shown, op, key, shown
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    condition := CASE WHEN cardinality(parts) = 0 THEN 'TRUE'
+                      ELSE array_to_string(parts, ' AND ') END;
+END
+$fn$;
+
+-- the plans: pglogic.engine.plans --------------------------------------------------------------
+
+-- pglogic.engine.plans.default_depth: per-term candidate depth from k and the number of terms.
+CREATE OR REPLACE FUNCTION pglogic._default_depth(k bigint, n_terms integer)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN GREATEST(k, LEAST(1000, GREATEST(100, ceil(10 * k::double precision
+                                                  * sqrt(n_terms::double precision))))::bigint);
+
+-- pglogic.engine.plans.guide_depth: the guide's scan, the terms' depth and at least a 4-term query's.
+CREATE OR REPLACE FUNCTION pglogic._guide_depth(k bigint, depth bigint)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN GREATEST(depth, pglogic._default_depth(k, 4));
+
+-- pglogic.engine.plans.guide_only_depth: the guide's scan when it is the only one (twice
+-- guide_depth), thinned under a filter that keeps the fraction selectivity of the rows.
+CREATE OR REPLACE FUNCTION pglogic._guide_only_depth(k bigint, selectivity double precision)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    unfiltered bigint := LEAST(1000, 2 * pglogic._guide_depth(k, pglogic._default_depth(k, 1)));
+    wider bigint;
+    thinned bigint;
+BEGIN
+    IF selectivity IS NULL OR NOT (selectivity > 0 AND selectivity < 1) THEN
+        RETURN unfiltered;
+    END IF;
+    wider := ceil(k / selectivity)::bigint;
+    thinned := ceil(selectivity * LEAST(1000, 2 * pglogic._guide_depth(
+        wider, pglogic._default_depth(wider, 1))))::bigint;
+    RETURN GREATEST(pglogic._default_depth(k, 1), LEAST(unfiltered, thinned));
+END
+$fn$;
+
+-- pglogic.engine.plans.guide_suffices, its walk: (holds a root-positive term, has a disjunction
+-- of two such operands).
+CREATE OR REPLACE FUNCTION pglogic._guide_walk(
+    node jsonb, positive boolean, OUT holds boolean, OUT disjunctive boolean
+)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    child record;
+    n_holding integer := 0;
+BEGIN
+    IF jsonb_typeof(node) = 'string' OR node ? 'term' OR node ? 'match' THEN
+        -- (since migration 0007 a lexical term too: a positive one needs a scan of its own)
+        holds := positive;
+        disjunctive := false;
+        RETURN;
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        SELECT * INTO holds, disjunctive
+        FROM pglogic._guide_walk(coalesce(node -> 'arg', node -> 'args' -> 0), NOT positive);
+        RETURN;
+    END IF;
+    disjunctive := false;
+    FOR child IN SELECT w.* FROM jsonb_array_elements(node -> 'args') AS a(e),
+                 LATERAL pglogic._guide_walk(a.e, positive) AS w LOOP
+        n_holding := n_holding + child.holds::integer;
+        disjunctive := disjunctive OR child.disjunctive;
+    END LOOP;
+    holds := n_holding > 0;
+    -- OR, or AND under a NOT
+    disjunctive := disjunctive OR ((op = 'or') = positive AND n_holding >= 2);
+END
+$fn$;
+
+-- pglogic.engine.plans.guide_suffices: whether the guide's scan alone finds the formula's best
+-- documents (no positive OR of two operands that each hold a positive term).
+CREATE OR REPLACE FUNCTION pglogic._guide_suffices(tree jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN NOT (SELECT w.disjunctive FROM pglogic._guide_walk(tree, true) AS w);
+
+-- Whether a node is a term or an OR of such disjunctions.
+CREATE OR REPLACE FUNCTION pglogic._disjunction(node jsonb)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    IF jsonb_typeof(node) = 'string' OR node ? 'term' THEN
+        RETURN true;
+    END IF;
+    IF node ? 'match' OR lower(node ->> 'op') <> 'or' THEN
+        RETURN false;
+    END IF;
+    RETURN (SELECT bool_and(pglogic._disjunction(a.e))
+            FROM jsonb_array_elements(node -> 'args') AS a(e));
+END
+$fn$;
+
+-- pglogic.engine.plans.union_suffices: whether each term's own top k hold the formula's top k (a
+-- disjunction of positive terms when OR is max).
+CREATE OR REPLACE FUNCTION pglogic._union_suffices(tree jsonb, or_operator text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN or_operator = 'max' AND coalesce(lower(tree ->> 'op') = 'or', false)
+       AND pglogic._disjunction(tree);
+
+-- pglogic.engine.plans.EXACT_SWITCH and prefer_exact: whether scoring every row that passes a
+-- filter beats the filtered HNSW scans of plan 'terms', 'guide' or 'union'.
+CREATE OR REPLACE FUNCTION pglogic._prefer_exact(
+    matching_rows double precision, k bigint, candidate_terms integer, plan text,
+    selectivity double precision
+)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE plan
+    WHEN 'guide' THEN matching_rows <= 17 * pglogic._guide_only_depth(k, selectivity)
+    WHEN 'union' THEN matching_rows <= 17 * candidate_terms
+        * GREATEST(k::double precision, pglogic._default_depth(k, 1) * selectivity)
+    ELSE matching_rows <= 17 * candidate_terms * pglogic._default_depth(k, candidate_terms)
+END;
+
+-- the guide vector: pglogic.engine.guide ------------------------------------------------------
+
+-- The dot product of two arrays of double precision.
+CREATE OR REPLACE FUNCTION pglogic._dot(a double precision[], b double precision[])
+RETURNS double precision
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (SELECT sum(x * y) FROM unnest(a, b) AS u(x, y));
+
+-- G a for the n x n matrix G stored row after row and a of length n.
+CREATE OR REPLACE FUNCTION pglogic._gram_times(g double precision[], a double precision[])
+RETURNS double precision[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN ARRAY(SELECT sum(m * a[(o - 1) % cardinality(a) + 1])
+             FROM unnest(g) WITH ORDINALITY AS u(m, o)
+             GROUP BY (o - 1) / cardinality(a) ORDER BY (o - 1) / cardinality(a));
+
+-- Since migration 0014: pglogic.engine.negation.contexts. Each term negated directly inside an
+-- AND (an operand {"op": "not", "arg": TERM} of the AND, nested ANDs spliced in as
+-- pglogic._flat_args does) gets the AND's positive term operands as its context, added to acc
+-- ({"text": ["context", ...]}) in order of first appearance, no text twice. Operators are read
+-- as _collect_terms reads them (any case; a NOT's operand in "arg" or "args").
+CREATE OR REPLACE FUNCTION pglogic._not_contexts(node jsonb, acc jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    op text;
+    args jsonb[];
+    child jsonb;
+    operand jsonb;
+    positive jsonb := '[]';
+    t text;
+    p text;
+    known jsonb;
+BEGIN
+    IF jsonb_typeof(node) <> 'object' OR node ? 'term' OR node ? 'match' THEN
+        RETURN acc;  -- a term or a lexical term
+    END IF;
+    op := lower(node ->> 'op');
+    IF op = 'not' THEN
+        RETURN pglogic._not_contexts(coalesce(node -> 'arg', node -> 'args' -> 0), acc);
+    END IF;
+    IF op IS DISTINCT FROM 'and' AND op IS DISTINCT FROM 'or' THEN
+        RETURN acc;
+    END IF;
+    args := CASE WHEN op = 'and' THEN pglogic._flat_args(node, 'and')
+                 ELSE ARRAY(SELECT x.e FROM jsonb_array_elements(node -> 'args')
+                            WITH ORDINALITY AS x(e, n) ORDER BY x.n) END;
+    IF op = 'and' THEN
+        FOREACH child IN ARRAY args LOOP
+            IF jsonb_typeof(child) = 'string' THEN
+                positive := positive || jsonb_build_array(child #>> '{}');
+            ELSIF jsonb_typeof(child) = 'object' AND child ? 'term' THEN
+                positive := positive || jsonb_build_array(child ->> 'term');
+            END IF;
+        END LOOP;
+        IF jsonb_array_length(positive) > 0 THEN
+            FOREACH child IN ARRAY args LOOP
+                CONTINUE WHEN jsonb_typeof(child) <> 'object' OR child ? 'term'
+                    OR child ? 'match' OR lower(child ->> 'op') IS DISTINCT FROM 'not';
+                operand := coalesce(child -> 'arg', child -> 'args' -> 0);
+                t := CASE WHEN jsonb_typeof(operand) = 'string' THEN operand #>> '{}'
+                          WHEN jsonb_typeof(operand) = 'object' AND operand ? 'term'
+                          THEN operand ->> 'term' END;
+                CONTINUE WHEN t IS NULL;  -- a NOT of a group or of a lexical term
+                known := coalesce(acc -> t, '[]');
+                FOR p IN SELECT x.e FROM jsonb_array_elements_text(positive)
+                         WITH ORDINALITY AS x(e, n) ORDER BY x.n LOOP
+                    IF NOT known ? p THEN
+                        known := known || jsonb_build_array(p);
+                    END IF;
+                END LOOP;
+                acc := jsonb_set(acc, ARRAY[t], known);
+            END LOOP;
+        END IF;
+    END IF;
+    FOREACH child IN ARRAY args LOOP
+        acc := pglogic._not_contexts(child, acc);
+    END LOOP;
+    RETURN acc;
+END
+$fn$;
+
+-- Since migration 0014: pglogic.engine.negation.projected. normalise(b - lam * P b), P the
+-- projection onto the span of context (modified Gram-Schmidt in double precision; a context
+-- vector in the span of the ones before it (less than 1e-6 of its norm left) is skipped, and b
+-- is kept when less than 1e-6 of its norm would be left).
+CREATE OR REPLACE FUNCTION pglogic._projected(b vector, context vector[], lam double precision)
+RETURNS vector
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    v constant double precision[] := b::real[]::double precision[];
+    dim constant integer := cardinality(b::real[]);
+    basis double precision[] := '{}';  -- the orthonormal vectors, one after the other
+    m integer := 0;
+    u double precision[];
+    r double precision[];
+    q double precision[];
+    nrm double precision;
+    d double precision;
+    ctx vector;
+    i integer;
+BEGIN
+    FOREACH ctx IN ARRAY context LOOP
+        u := ctx::real[]::double precision[];
+        FOR i IN 1 .. m LOOP
+            q := basis[(i - 1) * dim + 1 : i * dim];
+            d := pglogic._dot(q, u);  -- once, before the array (not once per element)
+            u := ARRAY(SELECT x - d * y FROM unnest(u, q) WITH ORDINALITY AS z(x, y, o)
+                       ORDER BY o);
+        END LOOP;
+        nrm := sqrt(pglogic._dot(u, u));
+        IF nrm > 1e-6 * sqrt(pglogic._dot(ctx::real[]::double precision[],
+                                          ctx::real[]::double precision[])) THEN
+            basis := basis || ARRAY(SELECT x / nrm FROM unnest(u) WITH ORDINALITY AS z(x, o)
+                                    ORDER BY o);
+            m := m + 1;
+        END IF;
+    END LOOP;
+    r := v;
+    FOR i IN 1 .. m LOOP
+        q := basis[(i - 1) * dim + 1 : i * dim];
+        d := lam * pglogic._dot(q, v);
+        r := ARRAY(SELECT x - d * y FROM unnest(r, q) WITH ORDINALITY AS z(x, y, o) ORDER BY o);
+    END LOOP;
+    nrm := sqrt(pglogic._dot(r, r));
+    IF m = 0 OR nrm <= 1e-6 * sqrt(pglogic._dot(v, v)) THEN
+        RETURN b;
+    END IF;
+    RETURN ARRAY(SELECT x / nrm FROM unnest(r) WITH ORDINALITY AS z(x, o) ORDER BY o)::vector;
+END
+$fn$;
+
+-- The guide vector of pglogic.engine.guide.guide_vector (pglogic.engine.sqo.optimise with the
+-- settings GUIDE), in double precision: Riemannian gradient ascent of log F on the unit sphere
+-- from the normalised mean of the positive terms' unit vectors (no jitter), learning rate 0.2,
+-- at most 100 steps, stopping after 5 steps without an improvement of 1e-4; dF/ds by central
+-- differences (h = 1e-4), every step evaluating the score SQL of pglogic._score_sql once over
+-- the 2n+1 similarity rows. Returns the best point seen, as a vector (float4).
+-- The start, every gradient (a combination of the term vectors) and so every point lie in the
+-- span of the n unit term vectors u_i: the ascent runs on the coefficients a of x = sum a_i u_i,
+-- with the Gram matrix G (u_i . u_j) for the similarities (G a) and the norms (a.G.a), and
+-- only the result is expanded to the corpus's dimension. Same steps as NumPy's; the rounding
+-- differs in the last bits (bench: cosine to NumPy's guide 1 - 1e-8 or closer, in float4).
+CREATE OR REPLACE FUNCTION pglogic._guide_vector(
+    tree jsonb, terms text[], positive text[], vectors vector[], ops text[], truth text
+)
+RETURNS vector
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    h constant double precision := 1e-4;
+    lr constant double precision := 0.2;
+    max_steps constant integer := 100;
+    patience constant integer := 5;
+    tol constant double precision := 1e-4;
+    n constant integer := cardinality(terms);
+    dim constant integer := vector_dims(vectors[1]);
+    mat double precision[] := '{}';  -- the unit term vectors, row after row (n * dim)
+    gram double precision[];  -- u_i . u_j at (i - 1) * n + j
+    a double precision[];  -- the point x = sum a_i u_i
+    best_a double precision[];
+    r double precision[];  -- the Riemannian gradient's coefficients
+    dfds double precision[];
+    sims double precision[];
+    f double precision[];
+    best_f double precision;
+    g_x double precision;
+    nrm double precision;
+    row_ double precision[];
+    stale integer := 0;
+    pos integer[];
+    evaluate text;
+    i integer;
+    j integer;
+BEGIN
+    FOR i IN 1 .. n LOOP
+        row_ := vectors[i]::real[]::double precision[];
+        nrm := GREATEST(sqrt((SELECT sum(v * v) FROM unnest(row_) AS u(v))), 1e-12);
+        mat := mat || ARRAY(SELECT v / nrm FROM unnest(row_) WITH ORDINALITY AS u(v, o)
+                            ORDER BY o);
+    END LOOP;
+    gram := ARRAY(SELECT sum(p.v * q.v)
+                  FROM unnest(mat) WITH ORDINALITY AS p(v, o)
+                  JOIN unnest(mat) WITH ORDINALITY AS q(v, o) ON (p.o - 1) % dim = (q.o - 1) % dim
+                  GROUP BY (p.o - 1) / dim, (q.o - 1) / dim
+                  ORDER BY (p.o - 1) / dim, (q.o - 1) / dim);
+    pos := ARRAY(SELECT array_position(terms, t) FROM unnest(positive) AS p(t));
+    IF cardinality(pos) = 0 THEN
+        pos := ARRAY(SELECT generate_series(1, n));
+    END IF;
+    -- the start: the mean of the positive terms' unit vectors, normalised
+    a := array_fill(0::double precision, ARRAY[n]);
+    FOREACH i IN ARRAY pos LOOP
+        a[i] := 1.0 / cardinality(pos);
+    END LOOP;
+    sims := pglogic._gram_times(gram, a);
+    nrm := sqrt(GREATEST(0, pglogic._dot(a, sims)));
+    IF nrm < 1e-9 THEN  -- opposite positive terms: start from the first one
+        a := array_fill(0::double precision, ARRAY[n]);
+        a[pos[1]] := 1.0;
+        nrm := sqrt(gram[(pos[1] - 1) * n + pos[1]]);
+    END IF;
+    FOR i IN 1 .. n LOOP
+        a[i] := a[i] / nrm;
+    END LOOP;
+
+    -- log F at the point and at +h and -h on each similarity (rows 0, 1..n, n+1..2n)
+    evaluate := format(
+        'SELECT array_agg(ln(GREATEST(%s, 1e-12)) ORDER BY r) FROM (SELECT r, %s'
+        ' FROM generate_series(0, %s) AS r) AS rows',
+        pglogic._score_sql(tree, terms, ops, truth),
+        (SELECT string_agg(format('$1[%1$s] + CASE r WHEN %1$s THEN 1e-4::float8 WHEN %2$s'
+                                  ' THEN -1e-4::float8 ELSE 0::float8 END AS %3$s',
+                                  t, n + t, pglogic._qi('s' || (t - 1))),
+                           ', ' ORDER BY t)
+         FROM generate_series(1, n) AS t),
+        2 * n);
+    <<ascent>>
+    FOR step IN 0 .. max_steps LOOP
+        IF step > 0 THEN
+            -- the gradient's tangent part: dF/ds - (grad . x) x, grad . x = dF/ds . G a
+            g_x := pglogic._dot(dfds, sims);
+            r := ARRAY(SELECT d - g_x * c FROM unnest(dfds, a) WITH ORDINALITY AS u(d, c, o)
+                       ORDER BY o);
+            IF sqrt(GREATEST(0, pglogic._dot(r, pglogic._gram_times(gram, r)))) < 1e-12 THEN
+                EXIT ascent;
+            END IF;
+            a := ARRAY(SELECT c + lr * d FROM unnest(r, a) WITH ORDINALITY AS u(d, c, o)
+                       ORDER BY o);
+            nrm := sqrt(GREATEST(0, pglogic._dot(a, pglogic._gram_times(gram, a))));
+            a := ARRAY(SELECT c / nrm FROM unnest(a) WITH ORDINALITY AS u(c, o) ORDER BY o);
+        END IF;
+        sims := pglogic._gram_times(gram, a);
+        EXECUTE evaluate INTO f USING sims;
+        -- dF/ds by central differences; the gradient is sum dF/ds_i u_i
+        dfds := ARRAY(SELECT (f[t + 1] - f[n + t + 1]) / (2 * h) FROM generate_series(1, n) AS t
+                      ORDER BY t);
+        IF step = 0 THEN
+            best_a := a;
+            best_f := f[1];
+        ELSIF f[1] > best_f + tol THEN
+            best_a := a;
+            best_f := f[1];
+            stale := 0;
+        ELSE
+            stale := stale + 1;
+            EXIT ascent WHEN stale >= patience;
+        END IF;
+    END LOOP;
+    RETURN ARRAY(SELECT sum(m * best_a[(o - 1) / dim + 1])
+                 FROM unnest(mat) WITH ORDINALITY AS u(m, o)
+                 GROUP BY (o - 1) % dim ORDER BY (o - 1) % dim)::real[]::vector;
 END
 $fn$;
 
@@ -1014,6 +2095,146 @@ BEGIN
         final);
 END
 $fn$;
+
+-- public functions --------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION pglogic.search(corpus text, query jsonb)
+RETURNS TABLE (
+    id bigint,
+    external_id text,
+    title text,
+    metadata jsonb,
+    score double precision,
+    similarities jsonb,
+    lexical jsonb
+)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    p record;
+    s record;
+    saved jsonb := '{}';
+    citus text;
+    -- the statement's rows (its columns, then the similarities and, since migration 0007, the
+    -- lexical terms' truth values as JSON objects), best first
+    wrap constant text := 'SELECT array_agg(r."id" ORDER BY r.score DESC, r."id"),'
+        ' array_agg(r."external_id" ORDER BY r.score DESC, r."id"),'
+        ' array_agg(r."title" ORDER BY r.score DESC, r."id"),'
+        ' array_agg(r."metadata" ORDER BY r.score DESC, r."id"),'
+        ' array_agg(r.score ORDER BY r.score DESC, r."id"),'
+        ' array_agg(%s ORDER BY r.score DESC, r."id"),'
+        ' array_agg(%s ORDER BY r.score DESC, r."id") FROM (%s) r';
+    -- a JSON object of names ($9 or $8) and the statement's columns
+    object constant text := '(SELECT jsonb_object_agg(u.name, u.value) FROM unnest(%s::text[],'
+        ' ARRAY[%s]::float8[]) AS u(name, value))';
+    sims text;
+    lex text;
+    ids bigint[];
+    external_ids text[];
+    titles text[];
+    metadatas jsonb[];
+    scores double precision[];
+    similarity jsonb[];
+    lexicals jsonb[];
+BEGIN
+    SELECT * INTO p FROM pglogic._plan(corpus, query);
+    sims := coalesce((SELECT format(object, '$9', string_agg(format('r.%s',
+                                    pglogic._qi('s' || (n - 1))), ', ' ORDER BY n))
+                      FROM generate_series(1, cardinality(p.terms)) AS n
+                      HAVING count(*) > 0), '''{}''::jsonb');
+    lex := coalesce((SELECT format(object, '$8', string_agg(format('r.%s',
+                                   pglogic._qi('l' || (n - 1))), ', ' ORDER BY n))
+                     FROM generate_series(1, cardinality(p.lexical)) AS n
+                     HAVING count(*) > 0), '''{}''::jsonb');
+    -- SET LOCAL for the statement, then back to the caller's values. SET LOCAL statements,
+    -- not set_config(): on a Citus coordinator only they reach the workers, once
+    -- citus.propagate_set_commands is 'local' (set first here, put back last; its value is
+    -- NULL where Citus is not loaded). The names come from pglogic._plan's own list.
+    citus := current_setting('citus.propagate_set_commands', true);
+    IF citus IS NOT NULL THEN
+        SET LOCAL citus.propagate_set_commands = 'local';
+    END IF;
+    FOR s IN SELECT x.key, x.value FROM jsonb_each_text(p.settings) AS x LOOP
+        saved := saved || jsonb_build_object(s.key, current_setting(s.key, true));
+        EXECUTE format('SET LOCAL %s = %L', s.key, s.value);
+    END LOOP;
+    -- $7 goes as a regconfig (since 0016): as text, the statement's $7::regconfig looked the
+    -- configuration up again for every row it matched (bench/results/not_mention_latency.md)
+    EXECUTE format(wrap, sims, lex, p.statement)
+        INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
+        USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values,
+              p.text_config::regconfig, p.lexical, p.terms;
+    IF p.exact_statement IS NOT NULL AND coalesce(cardinality(ids), 0) < p.k THEN
+        -- The filtered index scans found fewer than k rows (a rare filter, a scan that stopped
+        -- at hnsw.max_scan_tuples or at ef_search without iterative scans), or the lexical
+        -- scans did (few documents match): score every matching row instead, as
+        -- pglogic.store.search.search does.
+        EXECUTE format(wrap, sims, lex, p.exact_statement)
+            INTO ids, external_ids, titles, metadatas, scores, similarity, lexicals
+            USING p.vectors, p.guide, p.depth, p.gdepth, p.k, p.filter_values,
+                  p.text_config::regconfig, p.lexical, p.terms;
+    END IF;
+    FOR s IN SELECT x.key, x.value FROM jsonb_each_text(saved) AS x WHERE x.value IS NOT NULL LOOP
+        EXECUTE format('SET LOCAL %s = %L', s.key, s.value);
+    END LOOP;
+    IF citus IS NOT NULL THEN
+        PERFORM set_config('citus.propagate_set_commands', citus, true);
+    END IF;
+    RETURN QUERY
+        SELECT u.id, u.external_id, u.title, u.metadata, u.score, u.similarities, u.lexical
+        FROM unnest(ids, external_ids, titles, metadatas, scores, similarity, lexicals)
+             WITH ORDINALITY AS u(id, external_id, title, metadata, score, similarities, lexical,
+                                  n)
+        ORDER BY u.n;
+END
+$fn$;
+
+COMMENT ON FUNCTION pglogic.search(text, jsonb) IS
+    'Logical semantic search: ranked hits of corpus for a query tree, the plans and ranking of '
+    'pglogic.store.search.search in Python. Example: SELECT * FROM pglogic.search(''news'', '
+    '''{"tree": {"op": "and", "args": [{"term": "oil"}, {"op": "not", "arg": {"term": "gas"}}]},'
+    ' "k": 5}'')';
+
+CREATE OR REPLACE FUNCTION pglogic.search_plan(corpus text, query jsonb)
+RETURNS jsonb
+LANGUAGE sql STABLE
+RETURN (
+    SELECT jsonb_build_object(
+        'statement', p.statement,
+        'exact_fallback', p.exact_statement,
+        'parameters', jsonb_build_array('$1 vector[]: the terms'' vectors ($1[i]: term i)',
+                                        '$2 vector: the guide vector', '$3 integer: depth',
+                                        '$4 integer: gdepth', '$5 integer: k',
+                                        '$6 text[]: the filters'' parameters',
+                                        '$7 regconfig: the text search configuration of '
+                                        'the lexical index (text works too, slower: since '
+                                        '0016)',
+                                        '$8 text[]: the lexical terms ($8[j]: lexical term j)',
+                                        '$9 text[]: the scored texts ($9[i]: text i, whose '
+                                        'words floor a negated term: since 0015)'),
+        'plan', p.plan,
+        'terms', to_jsonb(p.terms),
+        'candidate_terms', to_jsonb(p.candidate_terms),
+        'lexical', to_jsonb(p.lexical),
+        'candidate_lexical', to_jsonb(p.candidate_lexical),
+        'lexical_truth', p.lexical_truth,
+        'text_config', p.text_config,
+        'guide', CASE WHEN p.guide IS NOT NULL THEN to_jsonb(p.guide::real[]::double precision[]) END,
+        'filter_values', to_jsonb(p.filter_values),
+        'selectivity', p.selectivity,
+        'matching_rows', p.matching_rows,
+        'settings', p.settings,
+        'k', p.k,
+        'depth', p.depth,
+        'gdepth', p.gdepth,
+        'operators', p.operators,
+        'truth', p.truth,
+        'passages', p.passage_table)
+    FROM pglogic._plan(corpus, query) AS p
+);
+
+COMMENT ON FUNCTION pglogic.search_plan(text, jsonb) IS
+    'What pglogic.search(corpus, query) would run: the plan, statement, parameters, settings. '
+    'Example: SELECT pglogic.search_plan(''news'', ''{"op": "or", "args": ["oil", "gas"]}'')';
 
 -- Run the vector-using functions with a fixed search_path: pg_catalog and pgvector's schema (and
 -- no pg_temp shadowing), whatever the caller's search_path is.
