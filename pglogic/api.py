@@ -23,12 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
+from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT
 from pglogic.engine.filters import Filter, parse_filter
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
-from pglogic.engine.operators import DEFAULT_FAMILY
-from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.source import Corpus
 from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
 from pglogic.query import Node, to_tree
@@ -523,28 +520,28 @@ class PgLogic:
         name: str,
         query: str | Node,
         *,
-        k: int = 10,
-        operators: str = DEFAULT_FAMILY,
-        truth: str = "clamp",
-        exact: bool = False,
+        k: int = defaults.K,
+        operators: str = defaults.OPERATORS,
+        truth: str = defaults.TRUTH,
+        exact: bool = defaults.EXACT,
         depth: int | None = None,
         ef_search: int | None = None,
         filters: Sequence[Filter | str] = (),
-        guide: bool = True,
+        guide: bool = defaults.GUIDE,
         term_scans: bool | None = None,
-        mode: str = "fuzzy",
+        mode: str = defaults.MODE,
         question: str | None = None,
         rerank_depth: int | None = None,
         seed: int = 0,
         remember_terms: bool = True,
         timeout: float | None = None,
-        and_text: int = DEFAULT_AND_TEXT,
-        lexical: str = "crisp",
-        passages: bool = True,
+        and_text: int = defaults.AND_TEXT,
+        lexical: str = defaults.LEXICAL,
+        passages: bool = defaults.PASSAGES,
         explain_passages: bool = False,
-        passage_score: str = DEFAULT_PASSAGE_SCORE,
-        not_context: float = DEFAULT_NOT_CONTEXT,
-        not_mention: float = DEFAULT_NOT_MENTION,
+        passage_score: str = defaults.PASSAGE_SCORE,
+        not_context: float = defaults.NOT_CONTEXT,
+        not_mention: float = defaults.NOT_MENTION,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 

@@ -176,6 +176,42 @@ def expand_braces(path: str) -> list[str]:
     ]
 
 
+def sqlfiles_module() -> Any:
+    """``migrations/sqlfiles.py`` of the package (the migrations are no package: loaded by path).
+
+    Example: ``sqlfiles_module().resolved("search.sql")``.
+    """
+    import importlib.util
+
+    from pglogic.resources import resource_dir
+
+    name = "sqlfiles_under_test"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, resource_dir("migrations") / "sqlfiles.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def head_functions() -> int:
+    """How many functions the head's ``sql/`` files define (pglogic has no overloads): the
+    count of ``pg_proc`` rows in schema pglogic of a database at the head.
+
+    Example: ``67``.
+    """
+    from pglogic.resources import resource_dir
+
+    return sum(
+        s.key.startswith("function ")
+        for name in ("operators.sql", "reader.sql", "search.sql")
+        for s in sqlfiles_module().parse((resource_dir("sql") / name).read_text(encoding="utf-8"))
+    )
+
+
 def squashed_revisions() -> list[str]:
     """The revisions whose SQL a later revision squashed (``SQUASHED_INTO``): a database may be
     at one (made by an earlier pglogic) but no migration stops there.

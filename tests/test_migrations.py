@@ -9,17 +9,15 @@ the frozen files never change (their SHA-256 are pinned here), and the chain of 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pglogic.resources import resource_dir
 from pglogic.store import migrate
 from pglogic.store.db import connect
+from tests.conftest import sqlfiles_module
 
 VERSIONS = resource_dir("migrations") / "versions"
 FROZEN = VERSIONS / "sql"
@@ -36,6 +34,7 @@ FROZEN_SHA256 = {
     "0019_search.sql": "3b7eae1de7caec3354391df17462e222383f0d9323a5e4a50bfac64c532f2cf2",
     "0020_search.sql": "f1c7de1a944ee7e338175f72bb1c9963075d168bf24fbfb6ba1daf4814b373ca",
     "0021_search.sql": "35dc5872fcc8c6a95833c8fec721c000725101006cf1a533e058abc21649a631",
+    "0022_search.sql": "13e527f2bb1ac9237ce2bdd9ecca5c1f7fdb95b4981a56920b225891c53f22a7",
 }
 
 #: The most lines the frozen SQL and the install script may hold: a revision freezes only what
@@ -70,22 +69,11 @@ def test_frozen_sql_never_changes() -> None:
     )
 
 
-def _sqlfiles() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "sqlfiles_under_test", resource_dir("migrations") / "sqlfiles.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sqlfiles_under_test"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_chain_of_deltas_reproduces_sql() -> None:
     """``sql/`` is what the head installs: each file's deltas, applied in order, give every
     statement of it, and it holds no change that no revision froze (that needs a new revision:
     ``python migrations/sqlfiles.py NNNN search.sql``)."""
-    sf = _sqlfiles()
+    sf = sqlfiles_module()
     revisions = _revision_files()
     names = set()
     for path in sorted(FROZEN.glob("*.sql")):
@@ -109,7 +97,7 @@ def test_the_chain_of_deltas_reproduces_sql() -> None:
 def test_a_delta_holds_only_what_changed() -> None:
     """Each delta of search.sql is smaller than the file, and its downgrade text restores
     exactly the statements it changed that existed before."""
-    sf = _sqlfiles()
+    sf = sqlfiles_module()
     full = len((resource_dir("sql") / "search.sql").read_text(encoding="utf-8"))
     for path in sorted(FROZEN.glob("0*_search.sql"))[1:]:
         rev = path.name[:4]

@@ -21,10 +21,15 @@ import click
 from rich.text import Text
 
 from pglogic.cli import ui
-from pglogic.cli.ui import console, download_progress, err_console, example, print_hits
-from pglogic.engine.compile import MODES
+from pglogic.cli.ui import (
+    console,
+    download_progress,
+    err_console,
+    example,
+    print_hits,
+    search_option,
+)
 from pglogic.engine.filters import parse_filter
-from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
 from pglogic.errors import ConfigError
 from pglogic.llm import local as local_llm
 from pglogic.llm.client import (
@@ -83,24 +88,13 @@ def answer_json(result: AskResult) -> dict[str, Any]:
 )
 @click.argument("corpus_name", metavar="CORPUS")
 @click.argument("question")
-@click.option("-k", "--k", type=int, default=10, show_default=True, help="Hits to return.")
-@click.option(
-    "--operators",
-    default=DEFAULT_FAMILY,
-    show_default=True,
-    help="Operator family: a preset (" + ", ".join(PRESETS) + ") or and=..,or=..,not=..",
+@search_option("k", "-k", "--k")
+@search_option("operators")
+@search_option("truth", help="Similarity-to-truth mapping (as search).")
+@search_option(
+    "mode", help="Scoring mode (as search); the NSFL modes also score the question itself."
 )
-@click.option(
-    "--truth", default="clamp", show_default=True, help="Similarity-to-truth mapping (as search)."
-)
-@click.option(
-    "--mode",
-    type=click.Choice(list(MODES)),
-    default="fuzzy",
-    show_default=True,
-    help="Scoring mode (as search); the NSFL modes also score the question itself.",
-)
-@click.option("--where", multiple=True, help="Metadata filter (as search; repeatable).")
+@search_option("filters", "--where", multiple=True, help="Metadata filter (as search; repeatable).")
 @click.option(
     "--llm-base-url",
     help=f"OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1 [${ENV_BASE_URL}, else "

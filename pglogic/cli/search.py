@@ -13,13 +13,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pglogic.cli import ui
-from pglogic.cli.ui import example, print_hits
+from pglogic.cli.ui import example, print_hits, search_option
 from pglogic.config import DEFAULT_MODEL
-from pglogic.engine.compile import DEFAULT_RERANK_DEPTH, MODES
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
-from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
-from pglogic.engine.options import DEFAULT_PASSAGE_SCORE, LEXICAL, PASSAGE_SCORES
+from pglogic.engine import defaults
 
 if TYPE_CHECKING:
     from pglogic.engine.compile import SearchOptions
@@ -37,17 +33,17 @@ def _search_options(
     depth: int | None,
     ef_search: int | None,
     where: tuple[str, ...],
-    guide: bool = True,
-    mode: str = "fuzzy",
+    guide: bool = defaults.GUIDE,
+    mode: str = defaults.MODE,
     question: str | None = None,
     rerank_depth: int | None = None,
     seed: int = 0,
     term_scans: bool | None = None,
     timeout: float | None = None,
-    and_text: int = DEFAULT_AND_TEXT,
-    lexical: str = "crisp",
-    not_context: float = DEFAULT_NOT_CONTEXT,
-    not_mention: float = DEFAULT_NOT_MENTION,
+    and_text: int = defaults.AND_TEXT,
+    lexical: str = defaults.LEXICAL,
+    not_context: float = defaults.NOT_CONTEXT,
+    not_mention: float = defaults.NOT_MENTION,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
     from pglogic.engine.filters import parse_filter
@@ -75,105 +71,31 @@ def _search_options(
 
 
 def search_options(f: Any) -> Any:
-    """Options shared by ``search`` and ``compile``."""
+    """Options shared by ``search`` and ``compile``: each as
+    :data:`pglogic.engine.options.OPTIONS` declares it (:func:`pglogic.cli.ui.search_option`).
+    """
     decorators = [
-        click.option("-k", "--k", type=int, default=10, show_default=True, help="Hits to return."),
-        click.option(
-            "--operators",
-            default=DEFAULT_FAMILY,
-            show_default=True,
-            help="Operator family: a preset (" + ", ".join(PRESETS) + ") or and=..,or=..,not=..",
+        search_option("k", "-k", "--k"),
+        search_option("operators"),
+        search_option(
+            "truth",
+            note=" 'pglogic calibrate --save' stores fits ('pglogic calibration list' shows them).",
         ),
-        click.option(
-            "--truth",
-            default="clamp",
-            show_default=True,
-            help="Similarity-to-truth mapping: clamp, affine, sigmoid:TAU:LAMBDA, or calibrated "
-            "(the fit stored with 'pglogic calibrate --save'; see 'pglogic calibration list').",
-        ),
-        click.option("--exact", is_flag=True, help="Score every document (no index)."),
-        click.option("--depth", type=int, help="Candidates per positive term (default from k)."),
-        click.option("--ef-search", type=int, help="hnsw.ef_search (default from depth)."),
-        click.option(
-            "--guide/--no-guide",
-            default=True,
-            show_default=True,
-            help="One more candidate scan along a direction optimised for the whole formula.",
-        ),
-        click.option(
-            "--term-scans/--no-term-scans",
-            default=None,
-            help="Force (or drop) the HNSW scan per positive term. Default: only for a query "
-            "with a positive OR (an OR of terms under max: each term's top k, no guide); "
-            "otherwise the guide's scan alone finds the candidates.",
-        ),
-        click.option(
-            "--where",
-            multiple=True,
-            help="Metadata filter: KEY=VALUE, KEY>=VALUE, ... or a JSON object (repeatable).",
-        ),
-        click.option(
-            "--mode",
-            type=click.Choice(list(MODES)),
-            default="fuzzy",
-            show_default=True,
-            help="Scoring: " + "; ".join(f"{name}: {what}" for name, what in MODES.items()) + ".",
-        ),
-        click.option(
-            "--question",
-            help="The monolithic question the NSFL modes also score (default: the query as text).",
-        ),
-        click.option(
-            "--rerank-depth",
-            type=int,
-            help=f"K, the candidates the reranking modes rescore [{DEFAULT_RERANK_DEPTH}].",
-        ),
-        click.option(
-            "--seed", type=int, default=0, show_default=True, help="Seed of the SQO ascent."
-        ),
-        click.option(
-            "--and-text",
-            type=click.IntRange(0, MAX_AND_TEXT),
-            default=DEFAULT_AND_TEXT,
-            show_default=True,
-            help="Weight of each AND's own text: the phrase of its positive terms ('grain and "
-            "shipping') is scored too and joins the AND this many times (once beside a NOT; "
-            "fuzzy mode); 0: the formula alone.",
-        ),
-        click.option(
-            "--not-context",
-            type=click.FloatRange(0, 1),
-            default=DEFAULT_NOT_CONTEXT,
-            show_default=True,
-            help="A term negated inside an AND is scored without this much of the AND's "
-            "positive terms ('grain' AND NOT 'wheat': 'wheat' minus its 'grain' part; fuzzy "
-            "mode; docs/evaluation.md); 0: the negated term as it is.",
-        ),
-        click.option(
-            "--not-mention",
-            type=click.FloatRange(0, 1),
-            default=DEFAULT_NOT_MENTION,
-            show_default=True,
-            help="A negated term is at least this similar to a document whose words match it "
-            "as a phrase ('grain' AND NOT 'wheat': a story that says 'wheat'; the corpus's "
-            "lexical index, fuzzy mode; docs/evaluation.md); 0: the similarity alone.",
-        ),
-        click.option(
-            "--lexical",
-            type=click.Choice(list(LEXICAL)),
-            default="crisp",
-            show_default=True,
-            help='Truth of a lexical term (match:word, match:"a phrase"): crisp is 1 when the '
-            "document's words match, else 0 (exact exclusion under NOT); rank is the match's "
-            "normalised ts_rank_cd.",
-        ),
-        click.option(
-            "--timeout",
-            type=float,
-            metavar="SECONDS",
-            help="Cancel the statement on the server after this long (statement_timeout); "
-            "exit code 4.",
-        ),
+        search_option("exact"),
+        search_option("depth"),
+        search_option("ef_search"),
+        search_option("guide", "--guide/--no-guide"),
+        search_option("term_scans", "--term-scans/--no-term-scans"),
+        search_option("filters", "--where", multiple=True, note=" Repeatable."),
+        search_option("mode"),
+        search_option("question"),
+        search_option("rerank_depth"),
+        search_option("seed"),
+        search_option("and_text"),
+        search_option("not_context"),
+        search_option("not_mention"),
+        search_option("lexical"),
+        search_option("timeout", metavar="SECONDS", note=" Exit code 4."),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -197,23 +119,8 @@ def search_options(f: Any) -> Any:
 @click.argument("corpus_name", metavar="CORPUS")
 @click.argument("query")
 @search_options
-@click.option(
-    "--passages/--no-passages",
-    default=True,
-    show_default=True,
-    help="On a corpus with passages: each term's truth is its best passage's; "
-    "--no-passages scores the documents' own vectors (their first window).",
-)
-@click.option(
-    "--passage-score",
-    type=click.Choice(list(PASSAGE_SCORES)),
-    default=DEFAULT_PASSAGE_SCORE,
-    show_default=True,
-    help="Over passages: each text's best passage (max); for positive texts the mean of it and "
-    "the document's own vector (blend), or that only in formulas with a NOT (blend-not); "
-    "blend-not-or also adds a tenth of the own vector in formulas with neither a NOT nor an "
-    "AND (docs/passages.md).",
-)
+@search_option("passages", "--passages/--no-passages")
+@search_option("passage_score")
 @click.option(
     "--explain",
     is_flag=True,

@@ -1,5 +1,6 @@
-"""What every command shares: consoles, progress bars, help epilogs, the API from the context,
-hit tables. Imports nothing from the command modules; the library loads on first use.
+"""What every command shares: consoles, progress bars, help epilogs, the search options' flags,
+the API from the context, hit tables. Imports nothing from the command modules; the library loads
+on first use.
 
 Example:
     >>> example("pglogic corpus list").splitlines()[1:]
@@ -9,13 +10,16 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.text import Text
+
+from pglogic.engine.options import OPTIONS
 
 if TYPE_CHECKING:
     from rich.progress import Progress, Task
@@ -148,6 +152,46 @@ def progress_bar() -> Progress:
 def example(*lines: str) -> str:
     """Build a help epilog with examples (kept verbatim by click)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def search_option(name: str, *decls: str, note: str = "", **attrs: Any) -> Callable[[F], F]:
+    """The click option of search option ``name`` as :data:`pglogic.engine.options.OPTIONS`
+    declares it: its help (and ``note``), default, and type: a choice, a range where the option
+    has bounds that hold in every search (the bounds of index scans are the engine's to check:
+    an exact search ignores them), a flag for a bool. ``decls`` default to ``--name``;
+    ``attrs`` are click's (``multiple``, ``metavar``, ...).
+
+    Example:
+        >>> @search_option("and_text")
+        ... def f(and_text: int) -> None: ...
+        >>> p = f.__click_params__[0]
+        >>> p.opts, p.default, (p.type.min, p.type.max)
+        (['--and-text'], 4, (0, 10))
+    """
+    spec = OPTIONS[name]
+    kw: dict[str, Any] = {"help": spec.help + note}
+    if spec.default is not None and spec.default is not False and spec.default != ():
+        kw.update(default=spec.default, show_default=True)
+    if spec.type is bool:
+        kw.setdefault("default", spec.default)
+        if not any("/" in d for d in decls):  # (--x/--no-x declares a flag itself)
+            kw["is_flag"] = True
+    elif spec.choices:
+        kw["type"] = click.Choice(list(spec.choices))
+    elif spec.type is int and spec.bounded:
+        low, high = (None if x is None else int(x) for x in (spec.minimum, spec.maximum))
+        kw["type"] = click.IntRange(low, high, min_open=spec.exclusive, max_open=spec.exclusive)
+    elif spec.type is float and spec.bounded:
+        kw["type"] = click.FloatRange(
+            spec.minimum, spec.maximum, min_open=spec.exclusive, max_open=spec.exclusive
+        )
+    elif spec.type in (int, float):
+        kw["type"] = spec.type
+    kw.update(attrs)
+    return click.option(*(decls or ("--" + name.replace("_", "-"),)), **kw)
 
 
 def run_ingest(api: PgLogic, corpus_name: str, path: Path, **kwargs: Any) -> IngestStats:

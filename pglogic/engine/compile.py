@@ -62,7 +62,6 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -77,19 +76,18 @@ from pglogic.engine.compiled import (
     CompiledQuery,
     ShapeCache,
 )
-from pglogic.engine.conjunction import MAX_AND_TEXT
 from pglogic.engine.filters import Comparison, Contains
 from pglogic.engine.normalise import normalise, shape_of
 from pglogic.engine.operators import DEFAULT_FAMILY, OperatorFamily
 from pglogic.engine.options import (
     DEFAULT_RERANK_DEPTH,
-    LEXICAL,
+    MAX_DEPTH,
     MAX_EF_SEARCH,
     MODES,
-    PASSAGE_SCORES,
+    OPTIONS,
     SearchOptions,
 )
-from pglogic.engine.plans import MAX_DEPTH, plan_query
+from pglogic.engine.plans import plan_query
 from pglogic.engine.source import LEXICAL_COLUMN, Corpus, Source, passage_factor
 from pglogic.engine.statements import render_statement, statement_parts
 from pglogic.errors import InvalidInput
@@ -115,9 +113,6 @@ __all__ = [
     "set_local",
     "shape_of",
 ]
-
-#: The largest k (a 32-bit integer, as the SQL function reads it); above 1000 with exact=True.
-MAX_K = 2**31 - 1
 
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 
@@ -212,23 +207,14 @@ def compile_query(
     return compiled
 
 
-def _fraction(value: object) -> bool:
-    """Whether ``value`` is a number from 0 to 1 (a bool is not one)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    return 0 <= float(value) <= 1
-
-
-def _whole(value: object) -> bool:
-    """Whether ``value`` is an integer (a bool is not one; a NumPy integer is)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def check_options(opts: SearchOptions) -> None:
-    """Refuse a k that is not a whole number from 1, a depth, ef_search or rerank_depth that is
-    not whole, operators that are not a name, spec or family, a filter that is not parsed, an
-    unknown mode, an and_text weight or a not_context out of range, an unknown lexical truth or
-    passage score (InvalidInput).
+    """Refuse (InvalidInput) what :data:`~pglogic.engine.options.OPTIONS` declares an option
+    does not take (:meth:`~pglogic.engine.options.OptionSpec.refusal`: a k that is not a whole
+    number from 1, a depth, ef_search or rerank_depth that is not whole, an unknown mode, an
+    and_text weight, a not_context or a timeout out of range, an unknown lexical truth or passage
+    score, ...), operators that are not a name, spec or family, and a filter that is not parsed.
+    The bounds of index scans (k at most 1000, depth, ef_search, rerank_depth) are the plan's
+    (:func:`pglogic.engine.plans.plan_query`): an exact search ignores them.
 
     Example:
         >>> check_options(SearchOptions(not_context=2))
@@ -238,10 +224,10 @@ def check_options(opts: SearchOptions) -> None:
         Traceback (most recent call last):
         pglogic.errors.InvalidInput: Invalid k=2.5: expected an integer
     """
-    for name in ("k", "depth", "ef_search", "rerank_depth"):
-        value = getattr(opts, name)
-        if not (_whole(value) or (value is None and name != "k")):
-            raise InvalidInput(f"Invalid {name}={value!r}: expected an integer")
+    for spec in OPTIONS.values():
+        message = spec.refusal(getattr(opts, spec.name))
+        if message is not None:
+            raise InvalidInput(message)
     if not isinstance(opts.operators, str | OperatorFamily):
         raise InvalidInput(
             f"Invalid operators={opts.operators!r}: a preset name (e.g. {DEFAULT_FAMILY!r}), a "
@@ -253,36 +239,3 @@ def check_options(opts: SearchOptions) -> None:
                 f"Invalid filter {f!r}: expected a parsed filter, e.g. "
                 "pglogic.engine.filters.parse_filter('places=usa')"
             )
-    if opts.k < 1:
-        raise InvalidInput(f"Invalid k={opts.k}: must be at least 1")
-    if opts.k > MAX_K:
-        raise InvalidInput(f"Invalid k={opts.k}: at most {MAX_K:,}")
-    if (
-        not isinstance(opts.and_text, int)
-        or isinstance(opts.and_text, bool)
-        or not 0 <= opts.and_text <= MAX_AND_TEXT
-    ):
-        raise InvalidInput(
-            f"Invalid and_text={opts.and_text!r}: a whole number from 0 to {MAX_AND_TEXT}"
-        )
-    if opts.mode not in MODES:
-        raise InvalidInput(f"Unknown mode {opts.mode!r}: valid modes are {', '.join(MODES)}")
-    if opts.lexical not in LEXICAL:
-        raise InvalidInput(
-            f"Unknown lexical truth {opts.lexical!r}: valid values are {', '.join(LEXICAL)}"
-        )
-    if not _fraction(opts.not_context):
-        raise InvalidInput(
-            f"Invalid not_context={opts.not_context!r}: a number from 0 (the negated term as it "
-            "is) to 1 (without its AND's positive terms)"
-        )
-    if not _fraction(opts.not_mention):
-        raise InvalidInput(
-            f"Invalid not_mention={opts.not_mention!r}: a number from 0 (the similarity alone) "
-            "to 1 (a mention makes the negated term fully true)"
-        )
-    if opts.passage_score not in PASSAGE_SCORES:
-        raise InvalidInput(
-            f"Unknown passage score {opts.passage_score!r}: valid values are "
-            f"{', '.join(PASSAGE_SCORES)}"
-        )

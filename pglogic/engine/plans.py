@@ -37,7 +37,13 @@ from pglogic.engine import defaults
 from pglogic.engine.compiled import GUIDE, GUIDE_DEPTH, RERANK_DEPTH
 from pglogic.engine.normalise import PlanReady
 from pglogic.engine.operators import OperatorFamily, resolve_family
-from pglogic.engine.options import DEFAULT_RERANK_DEPTH, MAX_EF_SEARCH, SearchOptions
+from pglogic.engine.options import (
+    DEFAULT_RERANK_DEPTH,
+    MAX_DEPTH,
+    MAX_EF_SEARCH,
+    OPTIONS,
+    SearchOptions,
+)
 from pglogic.errors import InvalidInput, QueryError
 from pglogic.query import (
     Match,
@@ -344,11 +350,6 @@ def estimate_from_sample(
     return selectivity, selectivity * max(table_rows, float(sample_rows))
 
 
-#: The deepest scan a statement may ask for (iterative scans go past ef_search): beyond it,
-#: scoring every document (exact=True) is the cheaper and clearer plan.
-MAX_DEPTH = 100_000
-
-
 @dataclass(frozen=True, kw_only=True)
 class Depths:
     """How deep the statement's scans go (:func:`plan_query`).
@@ -514,25 +515,18 @@ def _depths(
 ) -> Depths:
     """The plan's scans and depths; InvalidInput past pgvector's bounds."""
     tree, strategy = ready.tree, ready.strategy
-    if opts.k > MAX_EF_SEARCH:
-        raise InvalidInput(
-            f"k={opts.k} is above {MAX_EF_SEARCH}, the most an HNSW scan returns; use exact=True "
-            "(--exact)"
-        )
-    if opts.depth is not None and not 1 <= opts.depth <= MAX_DEPTH:
-        raise InvalidInput(
-            f"Invalid depth={opts.depth}: from 1 to {MAX_DEPTH:,} candidates per scan; "
-            "use exact=True (--exact) to score every document"
-        )
+    for name in ("k", "depth"):  # (the bounds OPTIONS declares for index scans)
+        if (message := OPTIONS[name].index_refusal(getattr(opts, name))) is not None:
+            raise InvalidInput(message)
     question_scan = 1 if strategy.question and not strategy.rerank else 0
     n_scans = len(ready.positive_terms) + len(ready.positive_matches) + question_scan
     depth = opts.depth if opts.depth is not None else default_depth(opts.k, max(1, n_scans))
     depth = max(depth, opts.k)
     rdepth = opts.rerank_depth if opts.rerank_depth is not None else DEFAULT_RERANK_DEPTH
-    if strategy.rerank and not opts.k <= rdepth <= MAX_EF_SEARCH:
-        raise InvalidInput(
-            f"Invalid rerank_depth={rdepth}: from k={opts.k} to {MAX_EF_SEARCH} candidates"
-        )
+    if strategy.rerank and (
+        message := OPTIONS["rerank_depth"].index_refusal(rdepth, minimum=opts.k, k=opts.k)
+    ):
+        raise InvalidInput(message)
     guided = opts.guide and strategy.guided and not strategy.rerank and ready.n_terms > 1
     # A lexical term's matches are found by its own scan of the lexical index, and the guide
     # knows nothing of words: no plan that leaves the term scans out.
@@ -586,8 +580,8 @@ def _session_settings(
     if d.union and opts.depth is None:
         default_ef = min(MAX_EF_SEARCH, max(40, default_depth(opts.k, 1)))
     ef = opts.ef_search if opts.ef_search is not None else default_ef
-    if not 1 <= ef <= MAX_EF_SEARCH:
-        raise InvalidInput(f"Invalid ef_search={ef}: pgvector accepts 1 to {MAX_EF_SEARCH}")
+    if (message := OPTIONS["ef_search"].index_refusal(ef)) is not None:
+        raise InvalidInput(message)
     if filtered and not iterative and opts.ef_search is None:
         # Over-fetch (pgvector < 0.8): the index scan stops after ef_search tuples and the filter
         # is applied to those, so ask for depth / selectivity of them (all 1000 when unknown).
@@ -608,8 +602,6 @@ def _timeout_setting(opts: SearchOptions) -> dict[str, str]:
     not a positive number."""
     if opts.timeout is None:
         return {}
-    if not (isinstance(opts.timeout, int | float) and 0 < opts.timeout < 2_147_483):
-        raise InvalidInput(
-            f"Invalid timeout={opts.timeout!r}: a positive number of seconds, below 2,147,483"
-        )
+    if (message := OPTIONS["timeout"].refusal(opts.timeout)) is not None:  # (as check_options)
+        raise InvalidInput(message)
     return {"statement_timeout": str(max(1, round(opts.timeout * 1000)))}

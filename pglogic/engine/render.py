@@ -456,7 +456,7 @@ def search_json(
         "guide": guide,
         "term_scans": opts.term_scans,
         "filters": [filter_json(f) for f in opts.filters],
-        "and_text": opts.and_text,
+        "and_text": int(opts.and_text),
         "not_context": opts.not_context,
         "not_mention": opts.not_mention,
     }

@@ -54,10 +54,8 @@ from sqlalchemy.sql.elements import ClauseElement, ColumnElement, TextClause
 from sqlalchemy.sql.util import find_tables
 
 from pglogic.embed.base import Embedder
+from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
-from pglogic.engine.operators import DEFAULT_FAMILY
-from pglogic.engine.options import DEFAULT_PASSAGE_SCORE
 from pglogic.engine.plans import needs_exact_pass
 from pglogic.errors import InvalidInput
 from pglogic.query import Node, matches, to_tree
@@ -266,23 +264,23 @@ def logical_search(
     embedding: Any,
     query: str | Node,
     *,
-    k: int = 10,
+    k: int = defaults.K,
     embedder: Embedder | None = None,
     vectors: Mapping[str, Sequence[float] | np.ndarray] | None = None,
-    operators: str = DEFAULT_FAMILY,
-    truth: str = "clamp",
-    exact: bool = False,
+    operators: str = defaults.OPERATORS,
+    truth: str = defaults.TRUTH,
+    exact: bool = defaults.EXACT,
     depth: int | None = None,
     ef_search: int | None = None,
     lexical_column: Any = None,
     text_config: str = "english",
-    lexical: str = "crisp",
+    lexical: str = defaults.LEXICAL,
     passages: Any = None,
     passage_doc: Any = None,
     passage_embedding: Any = None,
     passage_score: str | None = None,
-    not_context: float = DEFAULT_NOT_CONTEXT,
-    not_mention: float = DEFAULT_NOT_MENTION,
+    not_context: float = defaults.NOT_CONTEXT,
+    not_mention: float = defaults.NOT_MENTION,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -348,7 +346,7 @@ def logical_search(
     tree = to_tree(query)
     given_score = passage_score is not None
     if passage_score is None:
-        passage_score = DEFAULT_PASSAGE_SCORE if emb_col is not None else "max"
+        passage_score = defaults.PASSAGE_SCORE if emb_col is not None else "max"
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score, not_context=not_context,

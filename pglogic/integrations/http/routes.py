@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 import pglogic
-from pglogic.engine.conjunction import DEFAULT_AND_TEXT, MAX_AND_TEXT
-from pglogic.engine.negation import DEFAULT_NOT_CONTEXT, DEFAULT_NOT_MENTION
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
-from pglogic.engine.options import MODES
+from pglogic.engine.options import MODES, OPTIONS
 from pglogic.errors import ConfigError
 from pglogic.integrations.http.backend import Backend
 from pglogic.integrations.http.errors import ApiError
@@ -32,8 +30,37 @@ from pglogic.integrations.http.explain import dense_text, explain_hit, lexical_r
 
 __all__ = ["router"]
 
-Mode = Literal["fuzzy", "nsfl", "nsfl-rerank", "sqo", "sqo-rerank"]
-assert set(get_args(Mode)) == set(MODES), "keep Mode in step with pglogic.engine.options.MODES"
+if TYPE_CHECKING:  # (a Literal of values known when the module runs: a str to mypy)
+    Mode: TypeAlias = str
+    Lexical: TypeAlias = str
+    PassageScore: TypeAlias = str
+else:  # the choices OPTIONS declares
+    Mode = Literal[OPTIONS["mode"].choices]
+    Lexical = Literal[OPTIONS["lexical"].choices]
+    PassageScore = Literal[OPTIONS["passage_score"].choices]
+
+
+def option(name: str, note: str = "", **extra: Any) -> Any:
+    """The pydantic field of search option ``name`` as :data:`pglogic.engine.options.OPTIONS`
+    declares it: its default, its help (and ``note``) as the description, and its bounds where
+    they hold in every search (the bounds of index scans are the engine's to check); a field
+    of choices is typed with their ``Literal`` (:data:`Mode`, ...). ``extra`` goes to
+    :func:`pydantic.Field`.
+
+    Example:
+        >>> f = option("and_text")
+        >>> f.default, [type(m).__name__ for m in f.metadata]
+        (4, ['Ge', 'Le'])
+    """
+    spec = OPTIONS[name]
+    bounds: dict[str, Any] = {}
+    if spec.bounded:
+        low, high = ("gt", "lt") if spec.exclusive else ("ge", "le")
+        if spec.minimum is not None:
+            bounds[low] = spec.minimum
+        if spec.maximum is not None:
+            bounds[high] = spec.maximum
+    return Field(spec.default, description=spec.help + note, **bounds, **extra)
 
 
 class ErrorDetail(BaseModel):
@@ -79,43 +106,18 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    k: int = Field(10, ge=1, description="Hits to return (at most the server's max_k)")
-    operators: str = Field(
-        DEFAULT_FAMILY,
-        max_length=200,
-        description="Operator family: a preset (" + ", ".join(PRESETS) + ") or and=..,or=..,not=..",
-    )
-    mode: Mode = Field("fuzzy", description="Scoring mode")
-    truth: str = Field("clamp", max_length=100, description="Similarity-to-truth map")
+    k: int = option("k", " At most the server's max_k.")
+    operators: str = option("operators", max_length=200)
+    mode: Mode = option("mode")
+    truth: str = option("truth", max_length=100)
     filters: Filters = []
-    and_text: int = Field(DEFAULT_AND_TEXT, ge=0, le=MAX_AND_TEXT,
-                          description="Weight of each AND's own text (fuzzy mode)")  # fmt: skip
-    not_context: float = Field(
-        DEFAULT_NOT_CONTEXT, ge=0, le=1,
-        description="A term negated inside an AND is scored without this much of the AND's "
-        "positive terms (fuzzy mode; 0: as it is)",
-    )  # fmt: skip
-    not_mention: float = Field(
-        DEFAULT_NOT_MENTION, ge=0, le=1,
-        description="A negated term is at least this similar to a document whose words match it "
-        "as a phrase (the corpus's lexical index, fuzzy mode; 0: the similarity alone)",
-    )  # fmt: skip
-    exact: bool = Field(False, description="Score every document (no index)")
-    lexical: Literal["crisp", "rank"] = Field(
-        "crisp", description="Truth of a lexical term (match:word): 1/0, or its normalised rank"
-    )
-    passages: bool = Field(
-        True,
-        description="On a corpus with passages, each term's similarity is its best passage's, as "
-        "passage_score says (false: the documents' own vectors, the first window of their text)",
-    )
-    passage_score: Literal["blend-not-or", "blend-not", "max", "blend"] = Field(
-        "blend-not-or",  # (tests/test_http.py: the engine's DEFAULT_PASSAGE_SCORE)
-        description="Over passages, a text's similarity: the best passage's (max); for a "
-        "positive text the mean of that and the document's own vector's (blend), or that only in "
-        "a formula with a negated term (blend-not); blend-not, and in a formula with neither a NOT "
-        "nor an AND a tenth of the own vector (blend-not-or, the default)",
-    )
+    and_text: int = option("and_text")
+    not_context: float = option("not_context")
+    not_mention: float = option("not_mention")
+    exact: bool = option("exact")
+    lexical: Lexical = option("lexical")
+    passages: bool = option("passages")
+    passage_score: PassageScore = option("passage_score")
 
 
 class SearchRequest(Options):
@@ -130,7 +132,7 @@ class SearchRequest(Options):
                                     description="The dense search's text (default: the query "
                                     "in words, e.g. 'grain but not wheat')")  # fmt: skip
     include_sql: bool = Field(False, description="Return the statement that ran")
-    timeout: float | None = Field(None, gt=0, description="Seconds (at most the server's limit)")
+    timeout: float | None = option("timeout", " At most the server's limit.")
 
 
 class CompileRequest(Options):
@@ -147,7 +149,7 @@ class AskRequest(Options):
     corpus: str = Field(min_length=1, max_length=200)
     question: str = Field(min_length=1, examples=["grain news that is not about wheat"])
     explain: bool = False
-    timeout: float | None = Field(None, gt=0)
+    timeout: float | None = option("timeout", " At most the server's limit.")
 
 
 class TermOut(BaseModel):
