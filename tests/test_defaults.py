@@ -93,8 +93,9 @@ MAX_FILES_FOR_A_DEFAULT = 5
 @pytest.mark.slow
 def test_changing_a_default_is_one_value_and_a_revision(tmp_path: Path, empty_dsn: str) -> None:
     """In a clone of the project: one value in pglogic/engine/defaults.py, the revision that
-    ``migrations/defaults.py`` writes, the regenerated install script and CLI reference; no
-    function is copied, and a database upgraded by the clone's migrations searches with it."""
+    ``migrations/defaults.py`` writes, the regenerated install script, CLI reference and
+    OpenAPI schema; no function is copied, and a database upgraded by the clone's migrations
+    searches with it."""
     import os
     import subprocess
     import sys
@@ -123,6 +124,9 @@ def test_changing_a_default_is_one_value_and_a_revision(tmp_path: Path, empty_ds
         run("-c", "from pglogic.cli import main; main()", "db", "sql"), encoding="utf-8"
     )
     (clone / "docs" / "cli.md").write_text(run("-m", "pglogic.cli.reference"), encoding="utf-8")
+    openapi = "import json; from pglogic.integrations.http import create_app; "
+    openapi += "print(json.dumps(create_app().openapi(), indent=2))"
+    (clone / "docs" / "openapi.json").write_text(run("-c", openapi), encoding="utf-8")
     changed = subprocess.run(
         ["git", "-C", str(clone), "status", "--porcelain"],
         capture_output=True, text=True, check=True,
@@ -131,6 +135,7 @@ def test_changing_a_default_is_one_value_and_a_revision(tmp_path: Path, empty_ds
     assert files == sorted(
         [
             "docs/cli.md",
+            "docs/openapi.json",
             "pglogic/engine/defaults.py",
             "sql/install.sql",
             f"migrations/versions/{new_revision}_defaults.py",

@@ -8,7 +8,8 @@ flags (help, click types and ranges, defaults), HTTP's request fields (descripti
 choices, default) and the keyword defaults of the SQLAlchemy helper and of ``PgLogic.search`` are
 made from it; this module checks that they still are. Where nothing is made from it, it checks
 them against it: the keys the SQL function accepts and the JSON Schema of docs/sql-api.md (each
-option's minimum, maximum, choices and default), and the SQL function's own checks, by running
+option's minimum, maximum and choices; no default where a row of ``pglogic.defaults`` holds it),
+and the SQL function's own checks, by running
 every declared bound and the value just past it through the SQL function and the Python search
 (both must take and refuse the same values; a database test).
 
@@ -34,6 +35,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic.api import PgLogic
 from pglogic.cli import cli
+from pglogic.engine import defaults
 from pglogic.engine.compile import compile_query
 from pglogic.engine.options import MAX_EF_SEARCH, OPTIONS, OptionSpec, SearchOptions
 from pglogic.errors import PglogicError
@@ -288,7 +290,10 @@ SCHEMA_OWN = {("mode", "choices"): ("fuzzy",)}  # the SQL function has the fuzzy
 def test_the_docs_schema_states_the_declaration(name: str) -> None:
     spec, facts = OPTIONS[name], _schema_facts(schema_properties()[name])
     default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
-    assert facts["default"] == default, "the schema's default"
+    if name in defaults.SQL:  # the database's row (pglogic.defaults): the page names no value
+        assert facts["default"] is None, "the schema's default: the row of pglogic.defaults"
+    else:
+        assert facts["default"] == default, "the schema's default"
     assert facts.get("minimum") == spec.minimum, "the schema's minimum"
     assert facts.get("maximum") == spec.maximum, "the schema's maximum"
     assert facts.get("choices", ()) == SCHEMA_OWN.get((name, "choices"), spec.choices)
