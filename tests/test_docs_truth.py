@@ -594,7 +594,6 @@ STALE: dict[str, str] = {
     "bench/quality/results/frontier.md": "before passages, blend-not-or, not_context, not_mention; rerun bench/quality/frontier.py (~10 min)",
     "bench/quality/results/lexical_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/lexical_quality.py (~15 min)",
     "bench/quality/results/models.md": "family product-max, before the AND texts; rerun bench/quality/models.py (hours: every model and dataset)",
-    "bench/quality/results/not_mention.md": "measured the day before not_mention 0.4 became the default (nothing else differs); rerun bench/quality/not_mention.py --dsn DSN (~10 min)",
     "bench/quality/results/not_projection.md": "before not_mention; rerun bench/quality/not_projection.py --dsn DSN (~15 min)",
     "bench/quality/results/passages_aggregate.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_aggregate.py --dsn DSN (minutes per dataset)",
     "bench/quality/results/passages_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_quality.py (~1 h)",
