@@ -10,6 +10,7 @@ The one exception is tests/test_citus.py's cluster tests: they need a Citus coor
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -260,6 +261,7 @@ def _released_migrations(commit: str) -> Path:
 
     where = Path(tempfile.gettempdir()) / f"pglogic-migrations-{commit[:12]}-{os.getpid()}"
     if not (where / "migrations" / "env.py").exists():
+        atexit.register(shutil.rmtree, where, ignore_errors=True)  # (gone with the process)
         archive = subprocess.run(
             ["git", "-C", str(ROOT), "archive", commit, "migrations", "sql"],
             capture_output=True,

@@ -133,12 +133,23 @@ def fmt(x: float | None) -> str:
     return "—" if x is None or x != x else f"{x:.3f}"
 
 
+def measured_methods(rows: list[dict[str, Any]]) -> tuple[str, str, str]:
+    """The (dense, headline, calibrated) method names of ``rows``: those of the family they were
+    measured with (a committed JSON rendered again keeps its own, whatever today's default)."""
+    names = list(rows[0]["not"]) if rows else []
+    headline = next((m for m in names if m.startswith("pglogic[") and "|" not in m), HEADLINE)
+    calibrated = next((m for m in names if m.endswith("|unsupervised]")), CALIBRATED)
+    return DENSE, headline, calibrated
+
+
 def markdown(rows: list[dict[str, Any]], machine: str) -> str:
+    methods = measured_methods(rows)
+    _, headline, calibrated = methods
     out = [
         "# Retrieval quality across embedding models (`bench/quality/models.py`)",
         "",
         f"Machine: {machine}. Label-derived queries of each dataset (`pglogic eval`'s), "
-        f"top 100 per query; `{HEADLINE}` is the default engine (clamp truth map), "
+        f"top 100 per query; `{headline}` is the default engine (clamp truth map), "
         f"`calibrated` the same with the dataset's own unsupervised fit σ((s − τ)·λ) (no "
         "labels). NegRecall@10: lower is better.",
         "",
@@ -151,8 +162,8 @@ def markdown(rows: list[dict[str, Any]], machine: str) -> str:
         ["model", "dataset", "NOT: dense / pglogic / calibrated",
          "no NOT: dense / pglogic / calibrated", "median cos"],
         [[r["model"], SHORT.get(r["dataset"], r["dataset"]),
-          " / ".join(fmt(r["not"][m]["ndcg@10"]) for m in METHODS),
-          " / ".join(fmt(r["plain"][m]["ndcg@10"]) for m in METHODS),
+          " / ".join(fmt(r["not"][m]["ndcg@10"]) for m in methods),
+          " / ".join(fmt(r["plain"][m]["ndcg@10"]) for m in methods),
           f"{r['score_range']['p50']:.2f}"] for r in rows],
     ).splitlines()  # fmt: skip
     out += ["", "## nDCG@10, queries with NOT / without NOT", ""]
@@ -161,9 +172,9 @@ def markdown(rows: list[dict[str, Any]], machine: str) -> str:
         n, p = r["not"], r["plain"]
         body.append([
             r["model"], r["dataset"], f"{r['not_queries']} / {r['plain_queries']}",
-            *(f"{fmt(n[m]['ndcg@10'])} / {fmt(p[m]['ndcg@10'])}" for m in METHODS),
-            fmt(n[DENSE]["negrecall@10"]), fmt(n[HEADLINE]["negrecall@10"]),
-            fmt(n[CALIBRATED]["negrecall@10"]),
+            *(f"{fmt(n[m]['ndcg@10'])} / {fmt(p[m]['ndcg@10'])}" for m in methods),
+            fmt(n[DENSE]["negrecall@10"]), fmt(n[headline]["negrecall@10"]),
+            fmt(n[calibrated]["negrecall@10"]),
         ])  # fmt: skip
     out += md_table(
         ["model", "dataset", "queries NOT / no-NOT", "dense", "pglogic", "calibrated",
