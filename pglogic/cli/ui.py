@@ -19,8 +19,6 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from pglogic.engine.options import OPTIONS
-
 if TYPE_CHECKING:
     from rich.progress import Progress, Task
 
@@ -171,6 +169,8 @@ def search_option(name: str, *decls: str, note: str = "", **attrs: Any) -> Calla
         >>> p.opts, p.default, (p.type.min, p.type.max)
         (['--and-text'], 4, (0, 10))
     """
+    from pglogic.engine.options import OPTIONS  # (numpy, psycopg: when a command loads)
+
     spec = OPTIONS[name]
     kw: dict[str, Any] = {"help": spec.help + note}
     if spec.default is not None and spec.default is not False and spec.default != ():
