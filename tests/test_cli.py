@@ -75,7 +75,7 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
     assert "No corpora yet" in ok("corpus", "list")
     assert (
         "Created corpus 'news' (all-MiniLM-L6-v2, 384-d, cosine; passages of 254 tokens, "
-        "32 shared)" in ok("corpus", "create", "news")
+        "32 shared)" in ok("corpus", "create", "news", "--description", "Three stories")
     )
     data = tmp_path / "d.jsonl"
     data.write_text(
@@ -90,6 +90,7 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
     )
     show = ok("corpus", "show", "news")
     assert "corpus_1_embedding_hnsw" in show and '"m": 8' in show
+    assert "Three stories" in show  # (the description it was created with)
     assert "news" in ok("corpus", "list")
     hits = [
         json.loads(line) for line in ok("search", "news", "coffee beans", "--json").splitlines()

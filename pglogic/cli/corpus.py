@@ -233,6 +233,7 @@ def corpus_show(ctx: click.Context, name: str) -> None:
     table = Table(show_header=False)
     rows = [
         ("name", i.name),
+        *([("description", i.description)] if i.description else []),
         ("model", i.model),
         ("dimension", str(i.dim)),
         ("distance", i.distance),

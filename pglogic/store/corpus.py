@@ -224,6 +224,8 @@ class CorpusInfo:
     #: vector per document)
     passage_layout: PassageLayout | None = None
     passages: PassageStats | None = None
+    #: the free text given at ``corpus create --description``
+    description: str = ""
 
 
 def corpus_info(conn: Connection, name: str) -> CorpusInfo:
@@ -244,7 +246,8 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         sql.SQL("SELECT count(*), count({col}) FROM {table}").format(col=c.embedding, table=c.table)
     ).fetchone()
     meta = conn.execute(
-        "SELECT pg_table_size(to_regclass(%s)), created_at FROM pglogic.corpora WHERE id = %s",
+        "SELECT pg_table_size(to_regclass(%s)), created_at, description FROM pglogic.corpora"
+        " WHERE id = %s",
         (f"{SCHEMA}.{c.table_name}", c.id),
     ).fetchone()
     assert counts is not None and meta is not None
@@ -279,6 +282,7 @@ def corpus_info(conn: Connection, name: str) -> CorpusInfo:
         None if dist is None else str(dist),
         layout,
         pstats,
+        meta[2] or "",
     )
 
 

@@ -272,6 +272,7 @@ class CorpusOut(BaseModel):
     """A corpus and its statistics."""
 
     name: str
+    description: str = ""
     model: str
     dim: int
     distance: str
@@ -567,6 +568,7 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
 def _corpus(info: Any) -> CorpusOut:
     return CorpusOut(
         name=info.name,
+        description=info.description,
         model=info.model,
         dim=info.dim,
         distance=info.distance,
