@@ -3,7 +3,8 @@
 Only pglogic's documented errors may come out: :class:`~pglogic.errors.PglogicError` subclasses
 in Python (a syntax error with a column inside the query), SQLSTATEs 22023/42704/22P02/22000 from
 ``pglogic.search_plan``. ``bench/correctness/reliability.py`` runs the same checks at 100,000 strings and
-10,000 JSON values; these run a few hundred of each.
+10,000 JSON values; these run a few hundred of each, and a few hundred queries in the SQL
+function's own language (``bench/lib/fuzz.py``), most of which run the whole search.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
+from bench.lib.fuzz import SQL_STATES, arbitrary
 from pglogic.engine.compile import MODES, SearchOptions, compile_query
 from pglogic.engine.filters import Comparison, Contains, filters_sql
 from pglogic.engine.operators import PRESETS
@@ -31,7 +33,6 @@ from pglogic.store.readers import Record
 from pglogic.store.search import search
 
 CORPUS = Corpus(1, "c", "corpus_1", "m", 4, "cosine", "embedding", None, None)
-SQL_STATES = {"22023", "42704", "22P02", "22000"}
 PIECES = st.sampled_from(['"', "'", "\\", "AND", "OR", "NOT", "(", ")", " ", "oil", "gas", "é",
                           "\x00", "\t", "and", "not", "x y", "''", '""'])  # fmt: skip
 QUERIES = st.one_of(st.lists(PIECES, max_size=25).map("".join), st.text(max_size=60))
@@ -97,19 +98,6 @@ def test_depth_is_bounded() -> None:
         compile_query(parse('"a" AND "b"'), CORPUS, SearchOptions(depth=10**7))
 
 
-JSON_KEYS = st.sampled_from(["op", "args", "arg", "term", "vector", "tree", "k", "operators",
-                             "truth", "exact", "depth", "filters", "guide", "term_scans", "x"])  # fmt: skip
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**40), 2**40)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.sampled_from(["and", "or", "not", "a", "", "'); DROP TABLE x; --", "[1,2]", "="]),
-    lambda c: st.lists(c, max_size=4) | st.dictionaries(JSON_KEYS, c, max_size=5),
-    max_leaves=15,
-)
-
-
 @pytest.fixture
 def tiny(conn: psycopg.Connection[Any]) -> Corpus:
     corpus = create_corpus(conn, "tiny", model="hand", dim=4)
@@ -128,7 +116,7 @@ def test_the_sql_function_raises_only_documented_sqlstates(
 
     @settings(max_examples=300, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(JSON)
+    @given(arbitrary())
     def run(value: Any) -> None:
         try:
             conn.execute("SELECT pglogic.search_plan('tiny', %s)", (Jsonb(value),))
@@ -156,3 +144,65 @@ def test_unusable_query_vectors_are_refused_before_sql(
     made every similarity NaN."""
     with pytest.raises(EmbeddingError, match="The vector of term 'a'"):
         search(conn, tiny, '"a" AND "b"', embedder=_Bad(value))
+
+
+@pytest.fixture
+def words(conn: psycopg.Connection[Any]) -> Corpus:
+    """30 documents of 4-d vectors with words (a lexical index) and a number g; the terms oil
+    and gas in the term cache."""
+    from pglogic.store.lexical import add_lexical_index
+
+    corpus = create_corpus(conn, "words", model="hand", dim=4)
+    rng = np.random.default_rng(1)
+    texts = ["wheat harvest", "oil prices rise", "gas and oil", "durum wheat exports", "coffee"]
+    ingest_records(conn, corpus, [Record(f"d{i}", texts[i % 5], None, {"g": i, "h": "x"},
+                                         tuple(map(float, rng.random(4) + 0.1)))
+                                  for i in range(30)], embedder=None)  # fmt: skip
+    corpus = add_lexical_index(conn, corpus, "english")
+    for term in ("oil", "gas"):
+        conn.execute(
+            "INSERT INTO pglogic.term_cache (model, term, embedding) VALUES ('hand', %s, %s)",
+            (term, "[" + ",".join(map(str, rng.random(4) + 0.1)) + "]"),
+        )
+    conn.execute("CREATE TABLE IF NOT EXISTS public.canary (x int)")
+    conn.commit()
+    return corpus
+
+
+def test_the_sql_function_runs_generated_queries_or_refuses_them(
+    conn: psycopg.Connection[Any], words: Corpus
+) -> None:
+    """Query JSON in the function's own language (bench/lib/fuzz.py: trees of terms, lexical
+    terms and operators, options at and past their bounds, filters of every form, hostile text):
+    most run the whole search and return at most k rows, best first; the rest are refused with a
+    documented SQLSTATE. Nothing reaches the database as SQL (the canary table stands)."""
+    from bench.lib.fuzz import queries, vector_of
+
+    conn.autocommit = True
+    outcomes: dict[str, int] = {}
+
+    @settings(max_examples=300, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(queries(dim=4, terms=("oil", "gas")))
+    def run(value: dict[str, Any]) -> None:
+        with contextlib.suppress(psycopg.Error):  # the AND texts' vectors, as search_json gives
+            found = conn.execute("SELECT pglogic._and_texts(%s, '{}')", (Jsonb(value["tree"]),))
+            value["vectors"] = {t: vector_of(t, 4) for t in found.fetchone()[0]}  # type: ignore[index]
+        try:
+            rows = conn.execute(
+                "SELECT score FROM pglogic.search('words', %s)", (Jsonb(value),)
+            ).fetchall()
+        except psycopg.Error as exc:
+            assert exc.sqlstate in SQL_STATES, (exc.sqlstate, str(exc), json.dumps(value))
+            outcomes[exc.sqlstate or "?"] = outcomes.get(exc.sqlstate or "?", 0) + 1
+            return
+        scores = [r[0] for r in rows]
+        k = value.get("k", 10)
+        assert len(scores) <= (k if isinstance(k, int) and k > 0 else 10), json.dumps(value)
+        assert all(np.isfinite(scores)) and scores == sorted(scores, reverse=True), value
+        outcomes["ran"] = outcomes.get("ran", 0) + 1
+
+    run()
+    assert conn.execute("SELECT to_regclass('public.canary')").fetchone() == ("canary",)
+    total = sum(outcomes.values())
+    assert outcomes.get("ran", 0) >= total // 2, outcomes  # the valid paths are reached

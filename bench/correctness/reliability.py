@@ -53,6 +53,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: bench.lib
 from bench.lib.benchlib import machine, machine_md, md_table, percentile, write_results
+from bench.lib.fuzz import arbitrary
 from pglogic import PgLogic
 from pglogic.engine.compile import MODES, SearchOptions, compile_query
 from pglogic.engine.filters import Comparison, Contains
@@ -244,25 +245,6 @@ def bad_compiler(queries: list[str]) -> None:
         0, unexpected, "k, depth, ef_search, mode, operators, truth, filters, timeout")  # fmt: skip
 
 
-def json_strategy() -> Any:
-    from hypothesis import strategies as st
-
-    keys = st.sampled_from(["op", "args", "arg", "term", "vector", "tree", "k", "operators",
-                            "truth", "exact", "depth", "ef_search", "filters", "guide",
-                            "term_scans", "iterative_scan", "contains", "key", "value", "x'; --"])  # fmt: skip
-    scalars = (st.none() | st.booleans() | st.integers(-(2**40), 2**40)
-               | st.floats(allow_nan=False, allow_infinity=False)
-               | st.sampled_from(["and", "or", "not", "oil", "", "'); DROP TABLE public.canary; --",
-                                  "product-max", "itlr", "=", ">=", "[1,2]", "calibrated"]))  # fmt: skip
-    return st.recursive(
-        scalars,
-        lambda children: (
-            st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=5)
-        ),
-        max_leaves=20,
-    )
-
-
 def bad_sql_function(dsn: str, n: int, queries: list[str]) -> None:
     from hypothesis import HealthCheck, given, settings
     from psycopg.types.json import Jsonb
@@ -274,7 +256,7 @@ def bad_sql_function(dsn: str, n: int, queries: list[str]) -> None:
 
         @settings(max_examples=n, database=None, deadline=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
-        @given(json_strategy())
+        @given(arbitrary())
         def run(value: Any) -> None:
             try:
                 conn.execute("SELECT pglogic.search_plan('rel', %s)", (Jsonb(value),))
