@@ -105,6 +105,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "serve",
         "Serve the HTTP API and the playground page (127.0.0.1:8000 by default).",
     ),
+    "mcp": (
+        "serve",
+        "mcp_cmd",
+        "Serve the search tools to agents over the Model Context Protocol (stdio by default).",
+    ),
 }
 
 

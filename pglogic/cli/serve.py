@@ -198,3 +198,56 @@ def _version() -> str:
     import pglogic
 
     return pglogic.__version__
+
+
+@click.command(
+    "mcp",
+    epilog=example(
+        "pglogic mcp                                    # stdio: an agent starts it",
+        "pglogic --dsn postgresql://app@db/app mcp      # your own database",
+        "pglogic mcp --http --port 8765                 # streamable HTTP at /mcp",
+    ),
+)
+@click.option(
+    "--http",
+    "use_http",
+    is_flag=True,
+    help="Serve over streamable HTTP (at /mcp) instead of stdin and stdout.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address (--http).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port (--http).")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(0, 3600, min_open=True), default=10.0,
+              show_default=True, help="Longest a search may run (seconds).")  # fmt: skip
+@click.pass_context
+def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, timeout: float) -> None:
+    """Serve the search tools to agents over the Model Context Protocol (stdio by default).
+
+    Tools: search (a logical query), compile (check one), list_corpora, describe_corpus, and ask
+    (a question in plain language) when an LLM endpoint is configured (PGLOGIC_LLM_BASE_URL,
+    PGLOGIC_LLM_MODEL, or OPENAI_API_KEY). Read-only: searches run in read-only transactions as
+    the pglogic_reader role where the login role may take it. Syntax errors come back as tool
+    errors with their column.
+    """
+    try:
+        from pglogic.integrations.http.backend import Backend, ServeConfig
+        from pglogic.integrations.mcp_server import create_server
+    except ImportError as exc:
+        raise click.ClickException(
+            f"pglogic mcp needs the mcp extra ({exc.name} is missing): pip install 'pglogic[mcp]'"
+        ) from None
+    state = ctx.find_root().obj
+    backend = Backend(ServeConfig(dsn=state.dsn, home=state.home, timeout=timeout))
+    backend.api  # noqa: B018 - connect (and migrate the embedded server) before serving
+    server = create_server(backend)
+    role = backend.role or "the login role"
+    where = f"http://{_url_host(host)}:{port}/mcp" if use_http else "stdin/stdout"
+    ui.err_console.print(f"pglogic {_version()} MCP server on {where} (searches as {role}, "
+                         f"read-only: {backend.read_only})", soft_wrap=True)  # fmt: skip
+    try:
+        if use_http:
+            server.run("streamable-http", host=host, port=port)
+        else:
+            server.run("stdio")
+    finally:
+        backend.close()

@@ -24,7 +24,7 @@ from pglogic.query.ast import (
     semantic_part,
     terms,
 )
-from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse, to_tree
+from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse, quoted_form, to_tree
 from pglogic.query.printer import quote_term, to_string, to_text
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "positive_matches",
     "positive_terms",
     "quote_term",
+    "quoted_form",
     "semantic_part",
     "terms",
     "to_string",

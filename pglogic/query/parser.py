@@ -22,12 +22,13 @@ the offending token; the lexer is lazy, so the leftmost error is reported.
 from __future__ import annotations
 
 import dataclasses
+import re
 
-from pglogic.errors import QueryError, QuerySyntaxError
-from pglogic.query.ast import And, Match, Node, Not, Or, Term
+from pglogic.errors import PglogicError, QueryError, QuerySyntaxError
+from pglogic.query.ast import And, Match, Node, Not, Or, Term, quote_term
 from pglogic.query.lexer import Lexer, Token, TokenKind
 
-__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse", "to_tree"]
+__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse", "quoted_form", "to_tree"]
 
 DEFAULT_MAX_TERMS = 32
 """Default limit on the number of term occurrences in one query."""
@@ -177,6 +178,45 @@ def parse(
     if max_terms < 1 or max_depth < 0:
         raise ValueError("max_terms must be >= 1 and max_depth >= 0")
     return _Parser(query, max_terms, max_depth).parse()
+
+
+_OPERATOR_WORD = re.compile(r"\b(AND|OR|NOT)\b")
+_PARENS = re.compile(r"^(\(*)\s*(.*?)\s*(\)*)$", re.S)
+
+
+def quoted_form(text: str) -> str | None:
+    """The logical query a plain text (one that :func:`to_tree` takes as a single dense term)
+    probably meant when it uses AND, OR or NOT as words: the same words with the operands
+    quoted; None when it has no such word or the result would not parse. A suggestion to show,
+    never a query to run in the text's place.
+
+    Example:
+        >>> print(quoted_form("grain AND NOT wheat"))
+        "grain" AND NOT "wheat"
+        >>> print(quoted_form("(gold OR silver) AND NOT mining stocks"))
+        ("gold" OR "silver") AND NOT "mining stocks"
+        >>> quoted_form("oil prices") is None, quoted_form("oil AND") is None
+        (True, True)
+    """
+    parts = _OPERATOR_WORD.split(text)
+    if len(parts) == 1:
+        return None
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part)
+            continue
+        m = _PARENS.match(part.strip())
+        if m and m.group(2):
+            out.append(m.group(1) + quote_term(m.group(2)) + m.group(3))
+        elif m and (m.group(1) or m.group(3)):
+            out.append(m.group(1) + m.group(3))
+    suggestion = " ".join(out)
+    try:
+        parse(suggestion)
+    except PglogicError:
+        return None
+    return suggestion
 
 
 def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:

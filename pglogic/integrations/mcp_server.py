@@ -1,0 +1,206 @@
+"""pglogic's search as tools for agents, over the Model Context Protocol (``pglogic mcp``).
+
+The server (the official ``mcp`` SDK's :class:`~mcp.server.MCPServer`) offers the tools
+``search``, ``compile``, ``list_corpora``, ``describe_corpus`` and, when an LLM endpoint is
+configured (``PGLOGIC_LLM_BASE_URL``...), ``ask``. It searches as ``pglogic serve`` does: through
+a read-only :class:`~pglogic.api.PgLogic` (every transaction ``READ ONLY``, as the
+``pglogic_reader`` role where the login role may take it: :class:`Backend`), so an agent can
+read corpora but change nothing. The query language's rules are in the tools' descriptions; a
+query that does not parse, an unknown corpus or a bad option comes back as a tool error whose
+text is pglogic's message (a syntax error with its column and a caret under it).
+
+Example:
+    >>> from pglogic.integrations.http.backend import Backend, ServeConfig
+    >>> server = create_server(Backend(ServeConfig(llm_env={})))  # doctest: +SKIP
+    >>> sorted(t.name for t in asyncio.run(server.list_tools()))  # doctest: +SKIP
+    ['compile', 'describe_corpus', 'list_corpora', 'search']
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pglogic.errors import PglogicError, QuerySyntaxError
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from pglogic.integrations.http.backend import Backend
+
+__all__ = ["LANGUAGE", "create_server"]
+
+#: The query language, as every tool that takes a query says it.
+LANGUAGE = (
+    "The query language: quoted terms are semantic (each is embedded; a document is ranked by "
+    'how well it matches them): "vitamin D benefits" AND NOT "bone health". Combine terms with '
+    "AND, OR, NOT and parentheses (AND binds tighter than OR; NOT excludes what a term is "
+    'about). match:word and match:"a phrase" are lexical terms: the document\'s words must '
+    "match (match:SKU-4410, NOT match:wheat excludes every document that says wheat). Text "
+    "without quotes (no AND/OR/NOT logic) runs as one plain dense search of the whole text."
+)
+#: The most hits a tool returns.
+MAX_K = 100
+
+
+def _error(exc: PglogicError) -> str:
+    """pglogic's message for a tool error (a syntax error with the query and a caret)."""
+    return exc.pretty() if isinstance(exc, QuerySyntaxError) else str(exc)
+
+
+def _filters(filters: list[str] | None) -> tuple[Any, ...]:
+    from pglogic.engine.filters import parse_filter
+
+    return tuple(parse_filter(f) for f in filters or ())
+
+
+def _understood(query: str, tree: Any) -> dict[str, Any]:
+    """How pglogic reads ``query``: logical, or one plain dense term (with the quoted form
+    when the text uses AND, OR or NOT as words: they are words of the text then)."""
+    from pglogic.query import Term, quoted_form
+
+    if isinstance(tree, Term) and '"' not in query:
+        out: dict[str, Any] = {"query": tree.text, "logical": False}
+        if suggestion := quoted_form(query):
+            out["note"] = (
+                "Without quotes this is one plain dense search of the whole text; for the "
+                f"logic, quote the terms: {suggestion}"
+            )
+        return out
+    return {"query": str(tree), "logical": True}
+
+
+def _hits(result: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "rank": i,
+            "id": h.external_id,
+            "title": h.title,
+            "score": round(h.score, 6),
+            "similarities": {t: round(s, 6) for t, s in h.similarities.items()},
+            "metadata": h.metadata or {},
+            **({"lexical": h.lexical} if h.lexical else {}),
+        }
+        for i, h in enumerate(result.hits, 1)
+    ]
+
+
+def create_server(backend: Backend, *, name: str = "pglogic") -> MCPServer:
+    """The MCP server of ``backend`` (its read-only :class:`~pglogic.api.PgLogic`), with the
+    ``ask`` tool when the backend has an LLM endpoint.
+
+    Example:
+        >>> from pglogic.integrations.http.backend import Backend, ServeConfig
+        >>> create_server(Backend(ServeConfig(llm_env={}))).name  # doctest: +SKIP
+        'pglogic'
+    """
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    import pglogic
+
+    server: MCPServer = MCPServer(
+        name=name,
+        version=pglogic.__version__,
+        instructions="Logical semantic search over PostgreSQL corpora (read-only). "
+        "list_corpora first, then search a corpus with a logical query. " + LANGUAGE,
+    )
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+
+    def guarded(call: Any) -> Any:
+        try:
+            return call()
+        except PglogicError as exc:
+            raise ToolError(_error(exc)) from None
+
+    @server.tool(
+        description="Search a corpus with a logical query; the k best documents, each with its "
+        "score and each term's similarity. " + LANGUAGE + " filters: metadata conditions that "
+        'must all hold, like "places=usa", "year>=1990" or a JSON object '
+        '\'{"topics": ["grain"]}\' (containment).',
+        annotations=read_only,
+    )
+    def search(
+        corpus: str, query: str, k: int = 10, filters: list[str] | None = None
+    ) -> dict[str, Any]:
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"Invalid k={k}: from 1 to {MAX_K}")
+        config = backend.config
+
+        def run() -> Any:
+            return backend.api.search(
+                corpus, query, k=k, filters=_filters(filters), timeout=config.timeout,
+                remember_terms=False,
+            )  # fmt: skip
+
+        result = guarded(run)
+        return {**_understood(query, result.tree), "hits": _hits(result)}
+
+    @server.tool(
+        description="Check a logical query without running it: its canonical form, its "
+        "semantic and lexical terms, or the syntax error with its column. " + LANGUAGE,
+        annotations=read_only,
+    )
+    def compile(query: str) -> dict[str, Any]:
+        from pglogic.query import matches, terms, to_tree
+
+        tree = guarded(lambda: to_tree(query))
+        return {**_understood(query, tree), "terms": list(terms(tree)),
+                "lexical": list(matches(tree))}  # fmt: skip
+
+    @server.tool(
+        description="The corpora this server searches: name, embedding model, documents.",
+        annotations=read_only,
+    )
+    def list_corpora() -> list[dict[str, Any]]:
+        return [
+            {
+                "name": c.name,
+                "description": c.description,
+                "model": c.model,
+                "documents": c.documents,
+            }
+            for c in guarded(backend.api.list_corpora)
+        ]
+
+    @server.tool(
+        description="One corpus in detail: its model and dimension, documents, index, lexical "
+        "index (for match: terms) and passages.",
+        annotations=read_only,
+    )
+    def describe_corpus(name: str) -> dict[str, Any]:
+        info = guarded(lambda: backend.api.corpus_info(name))
+        corpus = guarded(lambda: backend.api.corpus(name))
+        return {
+            "name": info.name,
+            "description": info.description,
+            "model": info.model,
+            "dimension": info.dim,
+            "documents": info.documents,
+            "embedded": info.embedded,
+            "index": info.index_name,
+            "lexical_index": corpus.lexical_config,
+            "passages": None if info.passage_layout is None else info.passage_layout.describe(),
+        }
+
+    if backend.llm_configured():
+
+        @server.tool(
+            description="Ask a corpus a question in plain language: an LLM writes the logical "
+            "query (shown in the answer, with what its checks changed), pglogic runs it.",
+            annotations=read_only,
+        )
+        def ask(corpus: str, question: str, k: int = 10) -> dict[str, Any]:
+            if not 1 <= k <= MAX_K:
+                raise ToolError(f"Invalid k={k}: from 1 to {MAX_K}")
+
+            def run() -> Any:
+                return backend.api.ask(corpus, question, k=k, llm=backend.llm_config(),
+                                       remember_terms=False)  # fmt: skip
+
+            asked = guarded(run)
+            return {"query": asked.query, "model_query": asked.rewrite.model_query,
+                    "changed_by_checks": list(asked.rewrite.repairs), "fallback": asked.fallback,
+                    "hits": _hits(asked.search)}  # fmt: skip
+
+    return server
