@@ -592,7 +592,6 @@ STALE: dict[str, str] = {
     # quality: nDCG@10 and NegRecall@10 under the defaults of their day
     "bench/quality/results/lexical_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/lexical_quality.py (~15 min)",
     "bench/quality/results/models.md": "family product-max, before the AND texts; rerun bench/quality/models.py (hours: every model and dataset)",
-    "bench/quality/results/not_projection.md": "before not_mention; rerun bench/quality/not_projection.py --dsn DSN (~15 min)",
     "bench/quality/results/passages_aggregate.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_aggregate.py --dsn DSN (minutes per dataset)",
     "bench/quality/results/passages_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_quality.py (~1 h)",
     "bench/quality/results/quality_and_text_2.md": "AND text 2, before not_context and not_mention; rerun bench/quality/quality.py with the AND text at 2 (~65 min)",
