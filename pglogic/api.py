@@ -16,7 +16,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.engine.filters import Filter, parse_filter
+from pglogic.engine.filters import Filters, parse_filters
 from pglogic.engine.source import Corpus
 from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
 from pglogic.query import Node, to_tree
@@ -526,7 +526,7 @@ class PgLogic:
         exact: bool = defaults.EXACT,
         depth: int | None = None,
         ef_search: int | None = None,
-        filters: Sequence[Filter | str] = (),
+        filters: Filters = (),
         guide: bool = defaults.GUIDE,
         term_scans: bool | None = None,
         mode: str = defaults.MODE,
@@ -548,8 +548,11 @@ class PgLogic:
         Quoted terms are semantic; ``match:word`` and ``match:"a phrase"`` are lexical terms,
         true for the documents whose words match (``lexical``: ``crisp`` 1/0, or ``rank``).
 
-        ``filters`` are parsed filters or their text forms (``"places=usa"``, ``"n>=5"``,
-        ``'{"topics": ["grain"]}'``: :func:`pglogic.engine.filters.parse_filter`).
+        ``filters`` is one filter or a list of them, all of which must hold: ``"places=usa"``,
+        ``"year>=1990"`` (``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``), an object the metadata
+        contains (``{"places": ["usa"]}``), ``{"contains": {...}}`` or ``{"key": "year", "op":
+        ">=", "value": 1990}`` (:func:`pglogic.engine.filters.parse_filters`; the same forms as
+        HTTP's ``filters``, the SQL function's ``"filters"`` and ``--where``).
         ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
         those of :class:`SearchOptions`. Terms cached in ``pglogic.term_cache`` for the corpus's
         model take their stored vectors: the model is loaded only when a term is not cached.
@@ -586,7 +589,7 @@ class PgLogic:
             exact=exact,
             depth=depth,
             ef_search=ef_search,
-            filters=tuple(parse_filter(f) if isinstance(f, str) else f for f in filters),
+            filters=parse_filters(filters),
             guide=guide,
             term_scans=term_scans,
             mode=mode,

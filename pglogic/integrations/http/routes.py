@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import pglogic
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
@@ -90,13 +90,38 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorResponse, "description": "Database, model or LLM unavailable; timeout"},
 }
 
+#: The most filters a request may give.
+MAX_FILTERS = 16
+_FILTER_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": '"KEY=VALUE", "KEY>=VALUE" (=, !=, <, <=, >, >=)'},
+        {
+            "type": "object",
+            "description": 'An object the metadata contains, {"contains": {...}}, or '
+            '{"key": KEY, "op": OP, "value": VALUE}',
+        },
+    ]
+}
 Filters = Annotated[
-    list[str | dict[str, Any]],
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                _FILTER_SCHEMA,
+                {"type": "array", "items": _FILTER_SCHEMA, "maxItems": MAX_FILTERS},
+                {"type": "null"},
+            ]
+        }
+    ),
     Field(
-        max_length=16,
-        description='Metadata filters, all must hold: "KEY=VALUE", "KEY>=VALUE" (=, !=, <, '
-        '<=, >, >=) or a JSON object the metadata must contain, e.g. {"labels": ["grain"]}',
-        examples=[["split=test", {"labels": ["grain"]}]],
+        description='Metadata filters, all of which must hold: one or a list of "KEY=VALUE", '
+        '"KEY>=VALUE" (=, !=, <, <=, >, >=), an object the metadata contains ({"labels": '
+        '["grain"]}), {"contains": {...}} or {"key": KEY, "op": OP, "value": VALUE}; read by '
+        "pglogic.engine.filters.parse_filters, any other shape is a 400",
+        examples=[
+            ["split=test", {"labels": ["grain"]}],
+            {"key": "year", "op": ">=", "value": 1990},
+        ],
     ),
 ]
 
@@ -343,10 +368,13 @@ def _check(b: Backend, text: str, k: int, what: str = "query") -> None:
         raise ApiError(400, "invalid_input", f"k = {k} is over this server's limit of {cfg.max_k}")
 
 
-def _filters(raw: list[str | dict[str, Any]]) -> tuple[Any, ...]:
-    from pglogic.engine.filters import parse_filter
+def _filters(raw: Any) -> tuple[Any, ...]:
+    from pglogic.engine.filters import parse_filters
 
-    return tuple(parse_filter(f if isinstance(f, str) else json.dumps(f)) for f in raw)
+    parsed = parse_filters(raw)
+    if len(parsed) > MAX_FILTERS:
+        raise ApiError(400, "invalid_input", f"At most {MAX_FILTERS} filters, not {len(parsed)}")
+    return parsed
 
 
 def _timeout(b: Backend, asked: float | None) -> float:
