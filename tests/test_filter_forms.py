@@ -116,8 +116,7 @@ def client(news: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Test
 
 def _python(dsn: str, filters: Any) -> set[str]:
     with PgLogic(dsn) as api:
-        hits = api.search("news", QUERY, k=K, exact=True, filters=filters).hits
-        return {h.external_id for h in hits}
+        return {h.id for h in api.search("news", QUERY, k=K, exact=True, filters=filters).hits}
 
 
 def _http(c: TestClient, filters: Any) -> set[str]:

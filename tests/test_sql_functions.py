@@ -163,7 +163,7 @@ def message(exc: psycopg.Error) -> str:
 
 
 def assert_same(hits: list[Hit], rows: list[tuple[Any, ...]]) -> None:
-    assert [r[0] for r in rows] == [h.id for h in hits]
+    assert [r[0] for r in rows] == [h.row_id for h in hits]
     for h, (_id, ext, title, metadata, score, sims, lexical) in zip(hits, rows, strict=True):
         assert (ext, title, metadata) == (h.external_id, h.title, h.metadata)
         assert abs(score - h.score) <= 1e-9, (h.external_id, score, h.score)
@@ -437,7 +437,9 @@ def test_calibrated_truth_ranks_like_python(news: Conn, fixed: FixedEmbedder) ->
                 spec = resolve_stored_truth(news, corpus, "calibrated")
                 assert spec == ("sigmoid:0.1857:18.76" if own is None else "sigmoid:0.25:12.5")
                 hits_spec, _ = python_and_sql(news, fixed, query, replace(opts, truth=spec))
-                assert [(h.id, h.score) for h in hits_spec] == [(h.id, h.score) for h in hits]
+                assert [(h.row_id, h.score) for h in hits_spec] == [
+                    (h.row_id, h.score) for h in hits
+                ]
     finally:
         delete_calibration(news, corpus.model, corpus.id)
         delete_calibration(news, corpus.model)
