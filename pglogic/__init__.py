@@ -24,9 +24,26 @@ _EXPORTS = {
     "CompiledQuery": "pglogic.engine.compile",
     "SearchOptions": "pglogic.engine.compile",
     "compile_query": "pglogic.engine.compile",
+    "Comparison": "pglogic.engine.filters",
+    "Contains": "pglogic.engine.filters",
+    "parse_filters": "pglogic.engine.filters",
+    "Corpus": "pglogic.engine.source",
     "PglogicError": "pglogic.errors",
+    "ConfigError": "pglogic.errors",
+    "CorpusExists": "pglogic.errors",
+    "DatabaseUnavailable": "pglogic.errors",
+    "EmbeddingError": "pglogic.errors",
+    "InvalidInput": "pglogic.errors",
+    "LLMError": "pglogic.errors",
+    "PermissionDenied": "pglogic.errors",
     "QueryError": "pglogic.errors",
     "QuerySyntaxError": "pglogic.errors",
+    "ReadOnlyServer": "pglogic.errors",
+    "SchemaError": "pglogic.errors",
+    "SearchTimeout": "pglogic.errors",
+    "UnknownCorpus": "pglogic.errors",
+    "LLMConfig": "pglogic.llm.client",
+    "AskResult": "pglogic.llm.rewrite",
     "And": "pglogic.query",
     "Node": "pglogic.query",
     "Not": "pglogic.query",
@@ -34,6 +51,12 @@ _EXPORTS = {
     "Term": "pglogic.query",
     "parse": "pglogic.query",
     "to_string": "pglogic.query",
+    "CorpusInfo": "pglogic.store.corpus",
+    "IndexProgress": "pglogic.store.corpus",
+    "Document": "pglogic.store.documents",
+    "IngestStats": "pglogic.store.ingest",
+    "Deciding": "pglogic.store.passages",
+    "FieldMap": "pglogic.store.readers",
     "Hit": "pglogic.store.search",
     "SearchResult": "pglogic.store.search",
 }
@@ -41,8 +64,32 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from pglogic.api import PgLogic
     from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
-    from pglogic.errors import PglogicError, QueryError, QuerySyntaxError
+    from pglogic.engine.filters import Comparison, Contains, parse_filters
+    from pglogic.engine.source import Corpus
+    from pglogic.errors import (
+        ConfigError,
+        CorpusExists,
+        DatabaseUnavailable,
+        EmbeddingError,
+        InvalidInput,
+        LLMError,
+        PermissionDenied,
+        PglogicError,
+        QueryError,
+        QuerySyntaxError,
+        ReadOnlyServer,
+        SchemaError,
+        SearchTimeout,
+        UnknownCorpus,
+    )
+    from pglogic.llm.client import LLMConfig
+    from pglogic.llm.rewrite import AskResult
     from pglogic.query import And, Node, Not, Or, Term, parse, to_string
+    from pglogic.store.corpus import CorpusInfo, IndexProgress
+    from pglogic.store.documents import Document
+    from pglogic.store.ingest import IngestStats
+    from pglogic.store.passages import Deciding
+    from pglogic.store.readers import FieldMap
     from pglogic.store.search import Hit, SearchResult
 
 
@@ -62,20 +109,43 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "And",
+    "AskResult",
+    "Comparison",
     "CompiledQuery",
+    "ConfigError",
+    "Contains",
+    "Corpus",
+    "CorpusExists",
+    "CorpusInfo",
+    "DatabaseUnavailable",
+    "Deciding",
+    "Document",
+    "EmbeddingError",
+    "FieldMap",
     "Hit",
+    "IndexProgress",
+    "IngestStats",
+    "InvalidInput",
+    "LLMConfig",
+    "LLMError",
     "Node",
     "Not",
     "Or",
+    "PermissionDenied",
     "PgLogic",
     "PglogicError",
     "QueryError",
     "QuerySyntaxError",
+    "ReadOnlyServer",
+    "SchemaError",
     "SearchOptions",
     "SearchResult",
+    "SearchTimeout",
     "Term",
+    "UnknownCorpus",
     "__version__",
     "compile_query",
     "parse",
+    "parse_filters",
     "to_string",
 ]

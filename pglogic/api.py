@@ -16,7 +16,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from pglogic.config import DEFAULT_MODEL
 from pglogic.embed.registry import get_embedder, get_query_embedder
 from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
-from pglogic.engine.filters import Filter, parse_filter
+from pglogic.engine.filters import Filters, parse_filters
 from pglogic.engine.source import Corpus
 from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
 from pglogic.query import Node, to_tree
@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # the LLM client, Alembic and the pool load when used: search
 
     from pglogic.llm.client import LLMConfig
     from pglogic.llm.rewrite import AskResult
+    from pglogic.store.documents import Document
 
 log = logging.getLogger("pglogic")
 
@@ -496,6 +497,77 @@ class PgLogic:
                 on_batch=on_batch,
             )
 
+    def add_documents(
+        self,
+        name: str,
+        records: Iterable[Any],
+        *,
+        fields: FieldMap | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_batch: Callable[[IngestStats, int], None] | None = None,
+    ) -> IngestStats:
+        """Add (or update) documents of corpus ``name`` from records held in memory, as
+        :meth:`ingest` adds a file's: each record is a dict, or an object with attributes (a
+        dataclass, a pydantic model, a named tuple, a :class:`~pglogic.store.documents.Document`
+        that :meth:`get_documents` returned), read as a JSON line is: ``fields`` names its id,
+        text, title (and precomputed vector) fields, every other field is metadata.
+
+        Every record is checked before anything is written (a bad one is refused, naming it:
+        ``records[3]``), then they are embedded with the corpus's model and written in batches
+        of ``batch_size``. By external id it is idempotent: an unchanged record is skipped, a
+        changed text is embedded again (and split into passages again), changed metadata is
+        updated without embedding.
+
+        Example:
+            >>> pl = PgLogic()  # doctest: +SKIP
+            >>> pl.add_documents("news", [{"id": "n1", "title": "Wheat", "text": "Wheat rose.",
+            ...                            "places": ["usa"]}]).inserted  # doctest: +SKIP
+            1
+        """
+        from pglogic.store.documents import records_from
+        from pglogic.store.ingest import ingest_checked
+
+        held = list(records_from(records, fields))  # (read once: a generator is read here)
+        with writing(self.dsn), self.connect() as conn:
+            c = corpora.get_corpus(conn, name)
+            conn.commit()
+            needs_model = fields is None or fields.vector is None
+            embedder = get_embedder(c.model) if needs_model and held else None
+            return ingest_checked(
+                conn, c, lambda: held, embedder=embedder, batch_size=batch_size,
+                on_batch=on_batch, drop_lexical=f"PgLogic.lexical_index({name!r}, None)",
+            )  # fmt: skip
+
+    def get_documents(self, name: str, ids: str | int | Iterable[str | int]) -> list[Document]:
+        """The documents of corpus ``name`` with these external ids (one id, or several), in
+        the order asked; an id no document has is left out.
+
+        Example:
+            >>> [(d.id, d.title) for d in PgLogic().get_documents("news", ["n1"])]  # doctest: +SKIP
+            [('n1', 'Wheat')]
+        """
+        from pglogic.store.documents import external_ids, get_documents
+
+        wanted = external_ids(ids)
+        with self.pooled() as conn:
+            return get_documents(conn, corpora.get_corpus(conn, name), wanted)
+
+    def delete_documents(self, name: str, ids: str | int | Iterable[str | int]) -> int:
+        """Delete the documents of corpus ``name`` with these external ids (one id, or several;
+        their passages go with them); return how many were deleted.
+
+        Example:
+            >>> PgLogic().delete_documents("news", ["n1", "no-such-id"])  # doctest: +SKIP
+            1
+        """
+        from pglogic.store.documents import delete_documents, external_ids
+
+        wanted = external_ids(ids)
+        with writing(self.dsn), self.connect() as conn:
+            deleted = delete_documents(conn, corpora.get_corpus(conn, name), wanted)
+            conn.commit()
+            return deleted
+
     def build_index(
         self,
         name: str,
@@ -526,7 +598,7 @@ class PgLogic:
         exact: bool = defaults.EXACT,
         depth: int | None = None,
         ef_search: int | None = None,
-        filters: Sequence[Filter | str] = (),
+        filters: Filters = (),
         guide: bool = defaults.GUIDE,
         term_scans: bool | None = None,
         mode: str = defaults.MODE,
@@ -542,14 +614,23 @@ class PgLogic:
         passage_score: str = defaults.PASSAGE_SCORE,
         not_context: float = defaults.NOT_CONTEXT,
         not_mention: float = defaults.NOT_MENTION,
+        text: bool = False,
+        snippet: bool = False,
     ) -> SearchResult:
         """Run a logical query (or plain text) against corpus ``name``.
 
         Quoted terms are semantic; ``match:word`` and ``match:"a phrase"`` are lexical terms,
         true for the documents whose words match (``lexical``: ``crisp`` 1/0, or ``rank``).
 
-        ``filters`` are parsed filters or their text forms (``"places=usa"``, ``"n>=5"``,
-        ``'{"topics": ["grain"]}'``: :func:`pglogic.engine.filters.parse_filter`).
+        ``filters`` is one filter or a list of them, all of which must hold: ``"places=usa"``,
+        ``"year>=1990"`` (``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``), an object the metadata
+        contains (``{"places": ["usa"]}``), ``{"contains": {...}}`` or ``{"key": "year", "op":
+        ">=", "value": 1990}`` (:func:`pglogic.engine.filters.parse_filters`; the same forms as
+        HTTP's ``filters``, the SQL function's ``"filters"`` and ``--where``).
+        Each hit's :attr:`~pglogic.store.search.Hit.id` is the document's external id; ``text``
+        puts the document's text in ``hit.text``, ``snippet`` the deciding passage's text (the
+        passage most similar to a positive term; without passages the text's start) in
+        ``hit.snippet``.
         ``guide``, ``term_scans`` (the candidate plan), ``mode`` and the options after it are
         those of :class:`SearchOptions`. Terms cached in ``pglogic.term_cache`` for the corpus's
         model take their stored vectors: the model is loaded only when a term is not cached.
@@ -576,8 +657,10 @@ class PgLogic:
         Safe to call from many threads at once.
 
         Example:
-            >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5)  # doctest: +SKIP
-            >>> [h.external_id for h in res.hits]  # doctest: +SKIP
+            >>> res = PgLogic().search("news", '"grain" AND NOT "wheat"', k=5,
+            ...                        filters="places=usa", snippet=True)  # doctest: +SKIP
+            >>> [(h.id, h.snippet[:30]) for h in res.hits][:1]  # doctest: +SKIP
+            [('14779', 'China said it would import 1.5')]
         """
         opts = SearchOptions(
             k=k,
@@ -586,7 +669,7 @@ class PgLogic:
             exact=exact,
             depth=depth,
             ef_search=ef_search,
-            filters=tuple(parse_filter(f) if isinstance(f, str) else f for f in filters),
+            filters=parse_filters(filters),
             guide=guide,
             term_scans=term_scans,
             mode=mode,
@@ -617,6 +700,8 @@ class PgLogic:
                     else remember_terms
                 ),
                 explain_passages=explain_passages,
+                text=text,
+                snippet=snippet,
             )
 
     def ask(

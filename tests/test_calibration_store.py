@@ -325,7 +325,7 @@ def test_sql_sigmoid_scores_bit_for_bit_like_python(conn: Conn, tau: float, lam:
         for opts in (SearchOptions(k=20, truth=spec), SearchOptions(k=60, truth=spec, exact=True)):
             hits, rows, plan = python_and_sql(conn, corpus, query, opts)
             assert plan["truth"] == spec
-            assert [r[0] for r in rows] == [h.id for h in hits]
+            assert [r[0] for r in rows] == [h.row_id for h in hits]
             assert [r[2] for r in rows] == [h.score for h in hits]  # exactly, not approximately
 
 
@@ -373,11 +373,11 @@ def test_calibrated_ranks_and_scores_like_python_with_precedence(conn: Conn) -> 
             opts = SearchOptions(k=15, truth="calibrated")
             hits, rows, plan = python_and_sql(conn, corpus, query, opts)
             assert plan["truth"] == truth_spec(cal)
-            assert [r[0] for r in rows] == [h.id for h in hits]
+            assert [r[0] for r in rows] == [h.row_id for h in hits]
             assert [r[2] for r in rows] == [h.score for h in hits]
             # and the same as asking for the spec itself
             same, _, _ = python_and_sql(conn, corpus, query, replace(opts, truth=truth_spec(cal)))
-            assert [(h.id, h.score) for h in same] == [(h.id, h.score) for h in hits]
+            assert [(h.row_id, h.score) for h in same] == [(h.row_id, h.score) for h in hits]
     result = search(conn, tiny, QUERIES[0], embedder=HandEmbedder(),
                     options=SearchOptions(truth="calibrated", guide=False))  # fmt: skip
     assert result.compiled.truth == truth_spec(own)
@@ -557,7 +557,7 @@ def test_cli_calibrate_dataset_save_then_search_calibrated(
     hits = api.search("news", '"coffee" AND NOT "oil"', k=3, truth="calibrated").hits
     assert [h.external_id[0] for h in hits] == ["c", "c", "c"]
     spec_hits = api.search("news", '"coffee" AND NOT "oil"', k=3, truth=row.truth).hits
-    assert [(h.id, h.score) for h in spec_hits] == [(h.id, h.score) for h in hits]
+    assert [(h.row_id, h.score) for h in spec_hits] == [(h.row_id, h.score) for h in hits]
     res = invoke(dsn, "calibrate", str(data), "--corpus", "news", "--for-corpus", "news")
     assert res.exit_code == 0, res.output
     assert "Stored for model 'all-MiniLM-L6-v2' (for corpus 'news'): sigmoid:" in res.output

@@ -382,6 +382,10 @@ def tiny_validate(value: Any, schema: dict[str, Any], root: dict[str, Any]) -> l
         ok = [s for s in schema["oneOf"] if not tiny_validate(value, s, root)]
         if len(ok) != 1:
             errors.append(f"{value!r} matches {len(ok)} of oneOf")
+    if "anyOf" in schema and all(tiny_validate(value, s, root) for s in schema["anyOf"]):
+        errors.append(f"{value!r} matches none of anyOf")
+    if "not" in schema and not tiny_validate(value, schema["not"], root):
+        errors.append(f"{value!r} matches what it must not")
     return errors
 
 
@@ -412,6 +416,13 @@ def test_search_schema_is_valid_json_schema() -> None:
     except ImportError:
         return
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_search_schema_accepts_every_filter_form() -> None:
+    from tests.test_filter_forms import ACCEPTED
+
+    for filters, _ in ACCEPTED:
+        assert schema_errors({"tree": {"term": "a"}, "filters": filters}) == [], filters
 
 
 def test_search_schema_accepts_the_documented_examples() -> None:
@@ -464,6 +475,11 @@ def test_search_schema_accepts_what_search_json_writes(query: str) -> None:
         {"tree": {"term": "a"}, "ef_search": 5000},
         {"k": 10},  # no tree
         ["a"],
+        {"tree": {"term": "a"}, "filters": 5},
+        {"tree": {"term": "a"}, "filters": "places"},
+        {"tree": {"term": "a"}, "filters": [{"key": "places", "value": "usa"}]},
+        {"tree": {"term": "a"}, "filters": [{"contains": ["usa"]}]},
+        {"tree": {"term": "a"}, "filters": [["places=usa"]]},
     ],
 )
 def test_search_schema_rejects_malformed_input(value: Any) -> None:

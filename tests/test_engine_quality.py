@@ -103,12 +103,12 @@ def test_approximate_recall_on_shared_data(
         recalls, minimal = [], []
         for query in queries:
             exact = compile_query(parse(query), corpus, SearchOptions(k=10, exact=True))
-            want = {h.id for h in execute(conn, exact, vectors)}
+            want = {h.row_id for h in execute(conn, exact, vectors)}
             assert len(want) == 10
             for opts, out in ((SearchOptions(k=10), recalls), (MINIMAL, minimal)):
                 approx = compile_query(parse(query), corpus, opts)
                 assert uses_hnsw(index_conn, approx, approx.with_vectors(vectors)), query
-                got = {h.id for h in execute(index_conn, approx, vectors)}
+                got = {h.row_id for h in execute(index_conn, approx, vectors)}
                 out.append(len(got & want) / len(want))
     mean = float(np.mean(recalls))
     print(

@@ -35,6 +35,7 @@ FROZEN_SHA256 = {
     "0020_search.sql": "f1c7de1a944ee7e338175f72bb1c9963075d168bf24fbfb6ba1daf4814b373ca",
     "0021_search.sql": "35dc5872fcc8c6a95833c8fec721c000725101006cf1a533e058abc21649a631",
     "0022_search.sql": "13e527f2bb1ac9237ce2bdd9ecca5c1f7fdb95b4981a56920b225891c53f22a7",
+    "0023_search.sql": "93ba9f6595dd9a747dbdc0a217a366c07de2f332a3b900ed3db8e4b3913a46fc",
 }
 
 #: The most lines the frozen SQL and the install script may hold: a revision freezes only what

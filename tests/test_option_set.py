@@ -115,7 +115,6 @@ INTERFACES = {
         {},
         {
             **RESEARCH,
-            "filters": "the application's own WHERE on the select (pushed into the scans)",
             "iterative_scan": "always on",
             "guide": "planned",
             "term_scans": "planned",

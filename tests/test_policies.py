@@ -230,7 +230,7 @@ def test_both_searches_run_the_exact_pass_where_the_policy_says(
     assert ("database_approximate" in got["python"].timings) is rerun
     has_fallback = got["plan"]["exact_fallback"] is not None
     assert has_fallback is (not opts.exact and not lexical_candidates_only(tree))
-    assert [h.id for h in got["python"].hits] == got["sql"]
+    assert [h.row_id for h in got["python"].hits] == got["sql"]
     assert len(got["sql"]) == n
     if rerun:
         assert got["found"] < opts.k
@@ -251,4 +251,4 @@ def test_an_unfiltered_plain_plan_is_completed_by_both_searches(small: Conn) -> 
     got = both_searches(small, '"a" OR "b"', SearchOptions(k=10, depth=1))
     assert got["found"] < 10 and "database_approximate" in got["python"].timings
     assert got["plan"]["exact_fallback"] is not None
-    assert [h.id for h in got["python"].hits] == got["sql"]
+    assert [h.row_id for h in got["python"].hits] == got["sql"]

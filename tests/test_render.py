@@ -219,7 +219,7 @@ def run(conn: psycopg.Connection[Any], settings: dict[str, str], cur: Any, *args
 
 
 def assert_ranking(hits: list[Hit], rows: list[Any], tol: float = 1e-9) -> None:
-    assert [r[0] for r in rows] == [h.id for h in hits]
+    assert [r[0] for r in rows] == [h.row_id for h in hits]
     for h, r in zip(hits, rows, strict=True):
         assert abs(r[4] - h.score) <= tol
 
@@ -341,7 +341,7 @@ def test_cli_numbered_prints_the_parameter_order(news_dsn: str, minilm: Any) -> 
                 cur.execute(line.encode())
             cur.execute(statement.encode(), values)
             rows = cur.fetchall()
-    assert [r[0] for r in rows] == [h.id for h in expected]
+    assert [r[0] for r in rows] == [h.row_id for h in expected]
     for h, r in zip(expected, rows, strict=True):
         assert abs(r[4] - h.score) <= 1e-6  # terms embedded one by one vs in one batch
 

@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 
 from pglogic.engine.compile import SearchOptions, compile_query
 from pglogic.engine.conjunction import scored_terms
-from pglogic.engine.filters import Comparison, filters_sql, parse_filter
+from pglogic.engine.filters import FORMS, Comparison, filters_sql, parse_filter
 from pglogic.engine.guide import guide_vector
 from pglogic.engine.operators import (
     AND_OPS,
@@ -163,7 +163,7 @@ def message(exc: psycopg.Error) -> str:
 
 
 def assert_same(hits: list[Hit], rows: list[tuple[Any, ...]]) -> None:
-    assert [r[0] for r in rows] == [h.id for h in hits]
+    assert [r[0] for r in rows] == [h.row_id for h in hits]
     for h, (_id, ext, title, metadata, score, sims, lexical) in zip(hits, rows, strict=True):
         assert (ext, title, metadata) == (h.external_id, h.title, h.metadata)
         assert abs(score - h.score) <= 1e-9, (h.external_id, score, h.score)
@@ -437,7 +437,9 @@ def test_calibrated_truth_ranks_like_python(news: Conn, fixed: FixedEmbedder) ->
                 spec = resolve_stored_truth(news, corpus, "calibrated")
                 assert spec == ("sigmoid:0.1857:18.76" if own is None else "sigmoid:0.25:12.5")
                 hits_spec, _ = python_and_sql(news, fixed, query, replace(opts, truth=spec))
-                assert [(h.id, h.score) for h in hits_spec] == [(h.id, h.score) for h in hits]
+                assert [(h.row_id, h.score) for h in hits_spec] == [
+                    (h.row_id, h.score) for h in hits
+                ]
     finally:
         delete_calibration(news, corpus.model, corpus.id)
         delete_calibration(news, corpus.model)
@@ -981,16 +983,19 @@ FILTERS = ['{"site": "cooking"}', '{"a": {"b": [1, "x"]}, "c": null}', "site=coo
 
 
 @pytest.mark.parametrize("text", FILTERS)
-def test_filters_sql_is_filters_sql(conn: Conn, text: str) -> None:
-    """The condition text for text (placeholders numbered), the same parameter values."""
+@pytest.mark.parametrize("given", ["explicit", "text"])
+def test_filters_sql_is_filters_sql(conn: Conn, text: str, given: str) -> None:
+    """The condition text for text (placeholders numbered), the same parameter values, from the
+    explicit JSON forms Python writes and from the text itself (pglogic._parse_filters)."""
     f = parse_filter(text)
     expr, params = filters_sql([f, f], sql.SQL('"d"."metadata"'), prefix="f")
     python = expr.as_string(None)
     slot = {name: j + 1 for j, name in enumerate(params)}
     expected = re.sub(r"%\((\w+)\)s", lambda m: f"$6[{slot[m.group(1)]}]", python)
+    forms = [filter_json(f), filter_json(f)] if given == "explicit" else [text, text]
     row = conn.execute(
         'SELECT condition, params FROM pglogic._filters_sql(%s, \'"d"."metadata"\', 6)',
-        (Jsonb([filter_json(f), filter_json(f)]),),
+        (Jsonb(forms),),
     ).fetchone()
     assert row is not None
     assert row[0] == expected
@@ -1024,14 +1029,15 @@ def test_bad_filters_give_the_python_message(news: Conn, f: Comparison) -> None:
 @pytest.mark.parametrize(
     ("filters", "expected"),
     [
-        ({"site": "x"}, 'Invalid filters={"site": "x"}: expected a list of filters, each '
-                        '{"contains": {...}} or {"key": KEY, "op": OP, "value": VALUE} '
-                        "with OP one of =, !=, <, <=, >, >="),
-        ([{"site": "x"}], 'Invalid filter {"site": "x"}: expected {"contains": {...}} or {"key": '
-                          'KEY, "op": OP, "value": VALUE} with OP one of =, !=, <, <=, >, >='),
-        ([{"contains": [1]}], 'Invalid filter {"contains": [1]}: "contains" takes a JSON object'),
+        ({"site": 5, "op": "="}, 'Invalid filter with keys "op", "site": {"key": KEY, "op": OP, '
+                                 '"value": VALUE} takes these three keys and no other (for '
+                                 'metadata with a field named key, op or value, use {"contains": '
+                                 f'{{...}}}}); {FORMS}'),
+        ([7], f"Invalid filter: got a number; {FORMS}"),
+        ([{"contains": [1]}], 'Invalid filter with keys "contains": {"contains": {...}} takes one '
+                              f"object and no other key; {FORMS}"),
         ([{"key": 1, "op": "=", "value": 1}],
-         'Invalid filter {"op": "=", "key": 1, "value": 1}: the key is a string'),
+         'Invalid filter: "key" takes a string (got a number)'),
     ],
 )  # fmt: skip
 def test_malformed_filters_have_clear_messages(news: Conn, filters: Any, expected: str) -> None:

@@ -436,7 +436,7 @@ def test_the_words_are_read_after_the_passages_are_grouped(
     plain, _ = python_and_sql(
         news, fixed, '"grain" AND NOT "wheat"', replace(opts, not_mention=0.0)
     )
-    assert [h.id for h in floored] != [h.id for h in plain]
+    assert [h.row_id for h in floored] != [h.row_id for h in plain]
 
 
 @pytest.mark.model

@@ -235,7 +235,7 @@ def run_shapes(
                     if method == "python":
                         emb.current = vecs
                         res = search(conn, corpus, tree, embedder=emb, options=opts)
-                        ids = [h.id for h in res.hits]
+                        ids = [h.row_id for h in res.hits]
                     else:
                         query = with_guide if method == "sql+guide" else without
                         ids = [r[0] for r in conn.execute(

@@ -215,7 +215,7 @@ def timed_searches(
         t0 = time.perf_counter()
         res = search(conn, corpus, tree, embedder=emb, options=opts)
         lat.append(time.perf_counter() - t0)
-        rec.append(recall([h.id for h in res.hits], truth, 10))
+        rec.append(recall([h.row_id for h in res.hits], truth, 10))
     return lat, rec
 
 

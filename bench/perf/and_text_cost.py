@@ -143,7 +143,7 @@ def run(conn: Any, corpus: Any, data: Dataset, args: argparse.Namespace) -> list
                 secs = time.perf_counter() - t0
                 plans[w] = res.compiled
                 if measured:
-                    got = [h.id for h in res.hits]
+                    got = [h.row_id for h in res.hits]
                     total[w].append(secs)
                     db[w].append(res.timings["database"])
                     rec[w].append(recall(got, truths[qi - args.warmup][w], K))

@@ -378,7 +378,7 @@ def measure(
                         conn.commit()
                     lat.append(times[0])
                     best.append(min(times))
-                    rec.append(recall([h.id for h in res.hits], truth, 10))
+                    rec.append(recall([h.row_id for h in res.hits], truth, 10))
                     compiled = res.compiled
                     emb.current = vecs
                     plan_rec.append(
@@ -395,7 +395,7 @@ def measure(
                         )
                         ex_lat.append(time.perf_counter() - t0)
                         conn.commit()
-                        ex_equal.append([h.id for h in exact.hits] == truth)
+                        ex_equal.append([h.row_id for h in exact.hits] == truth)
                 assert compiled is not None
                 emb.current = queries[0]
                 vecs_all = term_vectors(compiled, emb)
@@ -464,7 +464,7 @@ def single_node_latency(
                     one.commit()
                 lat.append(times[0])
                 best.append(min(times))
-                rec.append(recall([h.id for h in res.hits], truth, 10))
+                rec.append(recall([h.row_id for h in res.hits], truth, 10))
             out[shape] = {"p50_ms": round(1000 * percentile(lat, 50), 2),
                           "best_p50_ms": round(1000 * percentile(best, 50), 2),
                           "recall@10": round(float(np.mean(rec)), 3)}  # fmt: skip

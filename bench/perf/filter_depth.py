@@ -60,7 +60,7 @@ def measure(dsn: str) -> list[dict[str, Any]]:
                     for vecs in queries:
                         emb.current = vecs
                         hits = search(conn, corpus, tree, embedder=emb, options=exact).hits
-                        truths.append([h.id for h in hits])
+                        truths.append([h.row_id for h in hits])
                     for depth in (d for d in depths if d >= k):
                         opts = SearchOptions(k=k, filters=FILTERS[fname], depth=depth,
                                              term_scans=False)  # fmt: skip

@@ -96,11 +96,13 @@ def real_part(base: str) -> tuple[list[dict[str, Any]], list[str]]:
                 cls = "AND / NOT" if guide_suffices(q.tree) else "with OR"
                 exact = search(conn, corpus, q.tree, embedder=emb,
                                options=SearchOptions(k=10, exact=True))  # fmt: skip
-                truth = [h.id for h in exact.hits]
+                truth = [h.row_id for h in exact.hits]
                 for p, kw in PLANS.items():
                     res = search(conn, corpus, q.tree, embedder=emb,
                                  options=SearchOptions(k=10, **kw))  # fmt: skip
-                    rec.setdefault((cls, p), []).append(recall([h.id for h in res.hits], truth, 10))
+                    rec.setdefault((cls, p), []).append(
+                        recall([h.row_id for h in res.hits], truth, 10)
+                    )
             for cls in ("AND / NOT", "with OR"):
                 n = len(rec.get((cls, "auto"), []))
                 if n:
@@ -196,7 +198,7 @@ def main() -> None:
                         t0 = time.perf_counter()
                         res = search(conn, corpus, tree, embedder=emb, options=opts[p])
                         lat[p].append(time.perf_counter() - t0)
-                        rec[p].append(recall([h.id for h in res.hits], truths[qi][:k], 10))
+                        rec[p].append(recall([h.row_id for h in res.hits], truths[qi][:k], 10))
                 row: dict[str, Any] = {
                     "shape": shape, "k": k, "positive_terms": len(positive_terms(tree)),
                     "depth": depth, "guide_depth": gdepth,

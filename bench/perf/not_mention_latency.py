@@ -388,7 +388,7 @@ def mentions(conn: Any, table: sql.Composable, hits: list[Any], word: str) -> in
         sql.SQL(
             "SELECT count(*) FROM {} WHERE id = ANY(%s) AND tsv @@ phraseto_tsquery('english', %s)"
         ).format(table),
-        ([h.id for h in hits], word),
+        ([h.row_id for h in hits], word),
     ).fetchone()
     conn.rollback()
     return int(row[0]) if row else 0

@@ -563,7 +563,7 @@ def run_matrix(conn: Connection, corpus: Corpus, docs: Documents, ids: np.ndarra
                         t = time.perf_counter()
                         res = search(conn, corpus, tree, embedder=emb, options=opts[lay])
                         lat[lay].append(time.perf_counter() - t)
-                        got = [int(pos[h.id]) for h in res.hits]
+                        got = [int(pos[h.row_id]) for h in res.hits]
                         truth = truths[(lay, fname)][qi]
                         got_n[lay].append(len(got))
                         rec10[lay].append(recall(got, truth, 10))
@@ -635,7 +635,7 @@ def plan_variants(conn: Connection, corpus: Corpus, docs: Documents, ids: np.nda
                     t = time.perf_counter()
                     res = search(conn, corpus, tree, embedder=emb, options=opts)
                     secs.append(time.perf_counter() - t)
-                    got = [int(pos[h.id]) for h in res.hits]
+                    got = [int(pos[h.row_id]) for h in res.hits]
                     rec10.append(recall(got, truth, 10))
                     reck.append(recall(got, truth, k))
                 out.append({"shape": shape, "k": k, "variant": name, "plan": plan,
@@ -674,7 +674,7 @@ def exact_latency(conn: Connection, corpus: Corpus, docs: Documents, ids: np.nda
                 res = search(conn, corpus, tree, embedder=emb, options=opts)
                 secs.append(time.perf_counter() - t)
                 truth = top(exact_scores(tree, docs, vecs, lay, first), mask, 10)
-                recs.append(recall([int(pos[h.id]) for h in res.hits], truth, 10))
+                recs.append(recall([int(pos[h.row_id]) for h in res.hits], truth, 10))
             row[lay] = {"ms_p50": round(percentile(secs, 50) * 1000, 1),
                         "recall@10": round(float(np.mean(recs)), 3)}  # fmt: skip
         out.append(row)

@@ -179,7 +179,7 @@ Variant = Callable[[Connection, Corpus, Node, CompiledQuery], Run]
 
 def library_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
     """The product path: ``pglogic.store.search.execute`` of the library's statement."""
-    return lambda vecs: [h.id for h in execute(conn, compiled, phrase_vectors(tree, vecs))]
+    return lambda vecs: [h.row_id for h in execute(conn, compiled, phrase_vectors(tree, vecs))]
 
 
 def rewrite_materialized(text: str) -> str:
@@ -335,7 +335,7 @@ def compile_nojoin(
 def nojoin_variant(conn: Connection, corpus: Corpus, tree: Node, compiled: CompiledQuery) -> Run:
     """Prototype C run through ``pglogic.store.search.execute``."""
     proto = compile_nojoin(tree, corpus, compiled)
-    return lambda vecs: [h.id for h in execute(conn, proto, phrase_vectors(tree, vecs))]
+    return lambda vecs: [h.row_id for h in execute(conn, proto, phrase_vectors(tree, vecs))]
 
 
 VARIANTS: dict[str, Variant] = {
@@ -485,7 +485,7 @@ def exact_ids(
     out, lat = [], []
     for vecs in queries:
         t0 = time.perf_counter()
-        out.append([h.id for h in execute(conn, compiled, phrase_vectors(tree, vecs))])
+        out.append([h.row_id for h in execute(conn, compiled, phrase_vectors(tree, vecs))])
         lat.append(time.perf_counter() - t0)
     return out, lat
 

@@ -349,7 +349,7 @@ def run_matrix(
                             t0 = time.perf_counter()
                             res = search(conn, corpus, tree, embedder=emb, options=opts)
                             lat["pglogic"].append(time.perf_counter() - t0)
-                            got = [h.id for h in res.hits]
+                            got = [h.row_id for h in res.hits]
                             returned.append(len(got))
                             rec10.append(recall(got, truth, 10))
                             reck.append(recall(got, truth, k))

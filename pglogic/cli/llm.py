@@ -29,7 +29,7 @@ from pglogic.cli.ui import (
     print_hits,
     search_option,
 )
-from pglogic.engine.filters import parse_filter
+from pglogic.engine.filters import parse_filters
 from pglogic.errors import ConfigError
 from pglogic.llm import local as local_llm
 from pglogic.llm.client import (
@@ -142,7 +142,7 @@ def ask(
     config = LLMConfig.resolve(
         base_url=llm_base_url, model=llm_model, timeout=llm_timeout, **options
     )
-    filters = tuple(parse_filter(w) for w in where)
+    filters = parse_filters(list(where))
     result = ui.api(ctx).ask(
         corpus_name,
         question,

@@ -46,7 +46,7 @@ def _search_options(
     not_mention: float = defaults.NOT_MENTION,
 ) -> SearchOptions:
     from pglogic.engine.compile import SearchOptions
-    from pglogic.engine.filters import parse_filter
+    from pglogic.engine.filters import parse_filters
 
     return SearchOptions(
         k=k,
@@ -55,7 +55,7 @@ def _search_options(
         exact=exact,
         depth=depth,
         ef_search=ef_search,
-        filters=tuple(parse_filter(w) for w in where),
+        filters=parse_filters(list(where)),
         guide=guide,
         mode=mode,
         question=question,

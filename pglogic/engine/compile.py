@@ -237,5 +237,5 @@ def check_options(opts: SearchOptions) -> None:
         if not isinstance(f, Contains | Comparison):
             raise InvalidInput(
                 f"Invalid filter {f!r}: expected a parsed filter, e.g. "
-                "pglogic.engine.filters.parse_filter('places=usa')"
+                "pglogic.engine.filters.parse_filters('places=usa')"
             )

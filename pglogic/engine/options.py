@@ -379,8 +379,8 @@ _DECLARED = (
     _spec(
         "filters",
         tuple,
-        "Metadata filters, all of which must hold: KEY=VALUE, KEY>=VALUE (=, !=, <, <=, >, >=) "
-        "or a JSON object the metadata must contain.",
+        "Metadata filters, all of which must hold: KEY=VALUE, KEY>=VALUE (=, !=, <, <=, >, >=), "
+        'a JSON object the metadata must contain, or {"key": K, "op": OP, "value": V}.',
     ),
     _spec(
         "iterative_scan",

@@ -135,6 +135,8 @@ class Source:
     #: column (SQLAlchemy); a pglogic corpus's active column is always filled, and its SQL
     #: function's statement stays the compiler's.
     own_nullable: bool = False
+    #: The ``jsonb`` column that metadata filters read (``SearchOptions.filters``).
+    metadata_column: str = "metadata"
 
     @classmethod
     def for_corpus(cls, corpus: Corpus, *, passages: bool = True) -> Source:

@@ -130,7 +130,7 @@ def statement_parts(
     score, layers, rel = strategy.score(
         ready.score_tree, index, ready.lexical_index, ready.family, opts.truth, ready.asked
     )
-    where, fparams = filters_sql(opts.filters, src.col("metadata"), prefix=pre + "f")
+    where, fparams = filters_sql(opts.filters, src.col(src.metadata_column), prefix=pre + "f")
     if extra_where is not None:
         where = sql.SQL("{} AND ({})").format(where, extra_where)
     params: dict[str, Any] = dict(fparams)

@@ -56,6 +56,7 @@ from sqlalchemy.sql.util import find_tables
 from pglogic.embed.base import Embedder
 from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, Source, compile_query, set_local
+from pglogic.engine.filters import Filters, parse_filters
 from pglogic.engine.plans import needs_exact_pass
 from pglogic.errors import InvalidInput
 from pglogic.query import Node, matches, to_tree
@@ -83,6 +84,7 @@ class _Spec:
     lexical_column: str | None = None
     text_config: str = "english"
     passages: _Passages | None = None
+    metadata_column: str = "metadata"
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ def _source(s: _Spec) -> Source:
         lexical=s.lexical_column, text_config=s.text_config if s.lexical_column else None,
         passages=p.table if p else None, passage_doc=p.doc if p else "doc_id",
         passage_embedding=p.embedding if p else None,
-        own_nullable=own is not None and bool(own.nullable),
+        own_nullable=own is not None and bool(own.nullable), metadata_column=s.metadata_column,
     )  # fmt: skip
 
 
@@ -281,6 +283,8 @@ def logical_search(
     passage_score: str | None = None,
     not_context: float = defaults.NOT_CONTEXT,
     not_mention: float = defaults.NOT_MENTION,
+    filters: Filters = (),
+    metadata_column: Any = None,
 ) -> LogicalSelect:
     """Build a logical search over ``entity`` (a mapped class or a Core ``Table``).
 
@@ -312,9 +316,18 @@ def logical_search(
     ``lexical_column``) makes a negated term at least that similar to a row whose words match it
     as a phrase (0: the similarity alone).
 
+    ``filters`` are metadata filters in pglogic's one filter language (one or a list of
+    ``"key=value"``, ``"key>=value"``, an object the metadata contains, ``{"contains": {...}}``
+    or ``{"key": K, "op": OP, "value": V}``: :func:`pglogic.engine.filters.parse_filters`), on
+    ``metadata_column``, a ``jsonb`` column of the table (a column or its name; default: the
+    table's column ``metadata``). Like ``.where()`` conditions on the table, they go inside
+    every candidate scan.
+
     Example:
         >>> stmt = logical_search(Article, Article.embedding, '"a" AND NOT "b"', k=10,
         ...                       embedder=emb)  # doctest: +SKIP
+        >>> stmt = logical_search(Article, Article.embedding, '"a"', embedder=emb,
+        ...                       filters="lang=en", metadata_column=Article.attrs)  # doctest: +SKIP
         >>> execute(session, stmt.where(Article.lang == "en"))  # doctest: +SKIP
         >>> over_passages = logical_search(Article, None, '"a" AND NOT "b"', embedder=emb,
         ...                                passages=ArticlePassage)  # doctest: +SKIP
@@ -347,10 +360,12 @@ def logical_search(
     given_score = passage_score is not None
     if passage_score is None:
         passage_score = defaults.PASSAGE_SCORE if emb_col is not None else "max"
+    parsed = parse_filters(filters)
+    meta_name = _metadata_column(table, metadata_column, bool(parsed))
     options = SearchOptions(
         k=k, operators=operators, truth=truth, exact=exact, depth=depth, ef_search=ef_search,
         lexical=lexical, passage_score=passage_score, not_context=not_context,
-        not_mention=not_mention,
+        not_mention=not_mention, filters=parsed,
     )  # fmt: skip
     blends = passage_score in ("blend", "blend-not", "blend-not-or")
     if blends and given_score and pas is None:
@@ -386,7 +401,7 @@ def logical_search(
             raise InvalidInput(f"The vector for {t!r} {problem}")
     spec = _Spec(
         tree, table, id_col.name, emb_name, dim, options, vecs, term_list, lex_name,
-        text_config, pas,
+        text_config, pas, meta_name,
     )  # fmt: skip
     n_lex = len(probe.lexical)
     cols = [column("id", id_col.type), column("score", Float)]
@@ -404,6 +419,25 @@ def logical_search(
     )
     assert isinstance(out, LogicalSelect)
     return out
+
+
+def _metadata_column(table: Table, given: Any, needed: bool) -> str:
+    """The name of the ``jsonb`` column the filters read: ``given`` (a column of ``table`` or a
+    name), else the table's column ``metadata``."""
+    if given is None:
+        if needed and "metadata" not in table.c:
+            raise InvalidInput(
+                f"filters= needs metadata_column=, the jsonb column of {table.name!r} they read "
+                "(the table has no column 'metadata')"
+            )
+        return "metadata"
+    col = _column(given)
+    name = col if isinstance(col, str) else getattr(col, "name", None)
+    if not isinstance(name, str) or name not in table.c:
+        raise InvalidInput(f"metadata_column= must be a column of {table.name!r}, not {given!r}")
+    if isinstance(col, Column) and col.table is not table:
+        raise InvalidInput(f"metadata_column= must be a column of {table.name!r}, not {given!r}")
+    return name
 
 
 def _table(entity: Any, what: str = "logical_search needs") -> Table:

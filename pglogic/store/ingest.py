@@ -142,12 +142,17 @@ _CHECK_WORDS_BYTES = 256 * 1024
 
 
 def validate(
-    records: Iterable[Record], corpus: Corpus, *, words_fit: Callable[[Record], bool] | None = None
+    records: Iterable[Record],
+    corpus: Corpus,
+    *,
+    words_fit: Callable[[Record], bool] | None = None,
+    drop_lexical: str | None = None,
 ) -> int:
     """Check every record (the readers raise on bad ones), its id's length, every precomputed
     vector (:func:`vector_problem`) and, with ``words_fit`` (a corpus with a lexical index:
     :func:`words_fit_in`), that a long text's words fit in its ``tsvector``, before anything is
-    written; return the count.
+    written; return the count. ``drop_lexical`` says how to drop the lexical index (default:
+    the command).
 
     Example:
         >>> validate([Record("a", "x", None, {}, (1.0, 0.0))], corpus)  # doctest: +SKIP
@@ -173,7 +178,8 @@ def validate(
             raise InvalidInput(
                 f"{where}: the text has too many distinct words for the corpus's lexical index "
                 "(a tsvector holds at most 1 MiB): split the document, or drop the index "
-                f"(pglogic corpus lexical {corpus.name} --drop); nothing was written"
+                f"({drop_lexical or f'pglogic corpus lexical {corpus.name} --drop'}); nothing "
+                "was written"
             )
         if r.vector is None:
             continue
@@ -659,6 +665,38 @@ def ingest_records(
     return stats
 
 
+def ingest_checked(
+    conn: Connection,
+    corpus: Corpus,
+    records: Callable[[], Iterable[Record]],
+    *,
+    embedder: Embedder | None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_start: Callable[[int], None] | None = None,
+    on_batch: Callable[[IngestStats, int], None] | None = None,
+    drop_lexical: str | None = None,
+) -> IngestStats:
+    """Validate every record of ``records()`` first (:func:`validate`: nothing is written if
+    any is bad), then ingest them (``records()`` again: :func:`ingest_records`). Files
+    (:func:`ingest_path`) and an application's records (:meth:`pglogic.PgLogic.add_documents`)
+    both go through it. ``drop_lexical`` is how the caller drops the lexical index (for a text
+    with too many words; default: the command).
+
+    Example:
+        >>> ingest_checked(conn, corpus, lambda: [Record("d1", "hello", None)], embedder=emb).inserted  # doctest: +SKIP
+        1
+    """
+    if batch_size < 1:
+        raise InvalidInput(f"Invalid batch size {batch_size}: must be at least 1")
+    fit = words_fit_in(conn, corpus) if corpus.lexical_config else None
+    total = validate(records(), corpus, words_fit=fit, drop_lexical=drop_lexical)
+    if on_start:
+        on_start(total)
+    return ingest_records(
+        conn, corpus, records(), embedder=embedder, batch_size=batch_size, on_batch=on_batch
+    )
+
+
 def ingest_path(
     conn: Connection,
     corpus: Corpus,
@@ -672,7 +710,8 @@ def ingest_path(
     on_start: Callable[[int], None] | None = None,
     on_batch: Callable[[IngestStats, int], None] | None = None,
 ) -> IngestStats:
-    """Validate the whole file first (nothing is written if any record is bad), then ingest it.
+    """Validate the whole file first (nothing is written if any record is bad), then ingest it
+    (:func:`ingest_checked`).
 
     ``on_start(total)`` is called once the records are counted.
 
@@ -680,8 +719,6 @@ def ingest_path(
         >>> ingest_path(conn, corpus, Path("docs/"), embedder=emb).seen  # doctest: +SKIP
         12
     """
-    if batch_size < 1:
-        raise InvalidInput(f"Invalid batch size {batch_size}: must be at least 1")
 
     def records() -> Iterator[Record]:
         for i, r in enumerate(read_records(path, fmt, fields)):
@@ -691,10 +728,7 @@ def ingest_path(
 
     if limit is not None and limit < 1:
         raise InvalidInput(f"Invalid limit {limit}: must be at least 1")
-    fit = words_fit_in(conn, corpus) if corpus.lexical_config else None
-    total = validate(records(), corpus, words_fit=fit)
-    if on_start:
-        on_start(total)
-    return ingest_records(
-        conn, corpus, records(), embedder=embedder, batch_size=batch_size, on_batch=on_batch
-    )
+    return ingest_checked(
+        conn, corpus, records, embedder=embedder, batch_size=batch_size, on_start=on_start,
+        on_batch=on_batch,
+    )  # fmt: skip

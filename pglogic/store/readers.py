@@ -156,11 +156,33 @@ def _metadata_problem(metadata: dict[str, Any]) -> str | None:
     return None
 
 
-def _make_record(obj: dict[str, Any], fields: FieldMap, where: str) -> Record:
+#: How a missing field's refusal names the way to choose another field: a command-line flag
+#: (files through ``pglogic ingest``), a Python parameter (:func:`records_from`).
+CLI_FIELD = {"id": "--id-field", "text": "--text-field"}
+PYTHON_FIELD = {"id": "fields=FieldMap(id=...)", "text": "fields=FieldMap(text=...)"}
+
+
+def make_record(
+    obj: dict[str, Any], fields: FieldMap, where: str, choose: dict[str, str] = CLI_FIELD
+) -> Record:
+    """The record of one input object (a JSON line, a CSV row, a Python record): its id, text,
+    title and vector from ``fields``, every other field as metadata; refused (InvalidInput,
+    naming ``where``) when Postgres could not store it. ``choose`` names how to pick another
+    id or text field (:data:`CLI_FIELD`, :data:`PYTHON_FIELD`).
+
+    Example:
+        >>> make_record({"id": 7, "text": "hi", "lang": "en"}, FieldMap(), "line 1")
+        Record(external_id='7', text='hi', title=None, metadata={'lang': 'en'}, vector=None, source='line 1')
+        >>> make_record({"body": "hi"}, FieldMap(), "records[0]", PYTHON_FIELD)
+        Traceback (most recent call last):
+        pglogic.errors.InvalidInput: records[0] has no 'id' field (choose one with fields=FieldMap(id=...))
+    """
     if fields.id not in obj or obj[fields.id] in (None, ""):
-        raise InvalidInput(f"{where} has no {fields.id!r} field (choose one with --id-field)")
+        raise InvalidInput(f"{where} has no {fields.id!r} field (choose one with {choose['id']})")
     if fields.text not in obj or obj[fields.text] is None:
-        raise InvalidInput(f"{where} has no {fields.text!r} field (choose one with --text-field)")
+        raise InvalidInput(
+            f"{where} has no {fields.text!r} field (choose one with {choose['text']})"
+        )
     text = obj[fields.text]
     if not isinstance(text, str):
         raise InvalidInput(f"{where}: field {fields.text!r} is not a string")
@@ -213,7 +235,7 @@ def _jsonl_records(path: Path, fields: FieldMap) -> Iterator[Record]:
                 raise InvalidInput(f"{where} is not valid JSON: {exc.msg}") from None
             if not isinstance(obj, dict):
                 raise InvalidInput(f"{where} is not a JSON object")
-            yield _make_record(obj, fields, where)
+            yield make_record(obj, fields, where)
 
 
 def _unclosed_quote(data: str, delimiter: str) -> int | None:
@@ -273,7 +295,7 @@ def _read_csv(path: Path, fields: FieldMap) -> Iterator[Record]:
                 obj[fields.vector] = json.loads(obj[fields.vector])
             except json.JSONDecodeError:
                 raise InvalidInput(f"{where}: field {fields.vector!r} is not a JSON list") from None
-        yield _make_record(obj, fields, where)
+        yield make_record(obj, fields, where)
 
 
 def _read_dir(path: Path) -> Iterator[Record]:

@@ -58,6 +58,8 @@ from pglogic.query.ast import leaves
 from pglogic.store.calibration_store import resolve_stored_truth
 from pglogic.store.citus import PROPAGATE, distribution, table_stats, with_propagation
 from pglogic.store.db import Connection, vector_version, version_tuple
+from pglogic.store.documents import snippet as make_snippet
+from pglogic.store.documents import texts_of
 from pglogic.store.ingest import vector_problem
 from pglogic.store.lexical import lexical_problems
 from pglogic.store.passages import Deciding, deciding_passages
@@ -68,19 +70,32 @@ from pglogic.store.term_cache import cached_term_vectors, remember_term_vectors
 class Hit:
     """One ranked document with its fuzzy score and each term's cosine similarity.
 
+    ``id`` is the document's external id (the one it was ingested with); ``row_id`` its row's
+    internal id. ``text`` and ``snippet`` are filled when the search was asked for them.
+
     Example:
-        >>> Hit(1, "d1", None, 0.5, {"a": 0.5}).similarities["a"]
-        0.5
+        >>> hit = Hit(7, "d1", None, 0.5, {"a": 0.5})
+        >>> hit.id, hit.row_id, hit.similarities["a"]
+        ('d1', 7, 0.5)
     """
 
-    id: int
-    external_id: str
+    row_id: int
+    id: str
     title: str | None
     score: float
     similarities: dict[str, float]
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Each lexical term's (``match:"..."``) truth value for the document.
     lexical: dict[str, float] = field(default_factory=dict)
+    #: The document's text (``search(..., text=True)``).
+    text: str | None = None
+    #: The deciding passage's text, or the text's start (``search(..., snippet=True)``).
+    snippet: str | None = None
+
+    @property
+    def external_id(self) -> str:
+        """The document's external id: :attr:`id`, by its older name."""
+        return self.id
 
 
 @dataclass
@@ -93,9 +108,10 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: The terms whose vectors came from ``pglogic.term_cache`` (the others were embedded).
     cached_terms: tuple[str, ...] = ()
-    #: Per hit (document id), the passage that decided each scored text's similarity (searches
-    #: over passages with ``explain_passages``; :func:`pglogic.store.passages.deciding_passages`).
-    passages: dict[int, list[Deciding]] = field(default_factory=dict)
+    #: Per hit (its external id, :attr:`Hit.id`), the passage that decided each scored text's
+    #: similarity (searches over passages with ``explain_passages``;
+    #: :func:`pglogic.store.passages.deciding_passages`).
+    passages: dict[str, list[Deciding]] = field(default_factory=dict)
 
 
 _ITERATIVE: dict[str, bool] = {}
@@ -182,6 +198,8 @@ def search(
     use_term_cache: bool = False,
     remember_terms: bool | Callable[[Corpus, dict[str, Any]], object] = False,
     explain_passages: bool = False,
+    text: bool = False,
+    snippet: bool = False,
 ) -> SearchResult:
     """Search ``corpus`` with a logical query (or plain text) and return the ranked hits.
 
@@ -196,10 +214,14 @@ def search(
     store elsewhere: :class:`pglogic.PgLogic` searching a read replica writes them on the
     primary. ``explain_passages`` (a corpus with passages) also finds, per hit and scored
     text, the passage that decided its similarity (``SearchResult.passages``): one more query.
+    ``text`` fills each hit's :attr:`Hit.text` with the document's text, ``snippet`` its
+    :attr:`Hit.snippet` with the deciding passage's text (the passage most similar to a
+    positive term of the query; without passages, or a query without one, the text's start),
+    at most :data:`pglogic.store.documents.SNIPPET_CHARS` characters: one or two more queries.
 
     Example:
         >>> search(conn, corpus, "vitamin D", embedder=emb).hits[:1]  # doctest: +SKIP
-        [Hit(id=7, external_id='d7', title='...', score=0.61, similarities={'vitamin D': 0.61})]
+        [Hit(row_id=7, id='d7', title='...', score=0.61, similarities={'vitamin D': 0.61})]
         >>> res = search(conn, corpus, '"a" AND "b"', embedder=load, use_term_cache=True)  # doctest: +SKIP
         >>> res.cached_terms  # doctest: +SKIP
         ('a', 'b')
@@ -264,14 +286,54 @@ def search(
         hits = execute(conn, compiled, vectors)
     timings["database"] = time.perf_counter() - t2
     deciding: dict[int, list[Deciding]] = {}
-    if explain_passages and opts.passages and corpus.passage_table is not None and hits:
+    over_passages = opts.passages and corpus.passage_table is not None and bool(hits)
+    if over_passages and (explain_passages or snippet):
         scored = compiled.scored_vectors(vectors)  # type: ignore[arg-type]
+        # the snippet's passage: the one most similar to a positive term of the query
+        texts = compiled.terms if explain_passages else [
+            t for t in positive_terms(tree) if t in scored
+        ]  # fmt: skip
         with conn.transaction():
             deciding = deciding_passages(
-                conn, corpus, [h.id for h in hits], compiled.terms,
-                [cast(Any, scored[t]) for t in compiled.terms],
+                conn, corpus, [h.row_id for h in hits], texts,
+                [cast(Any, scored[t]) for t in texts], snippet=160 if explain_passages else 0,
             )  # fmt: skip
-    return SearchResult(tree, compiled, hits, timings, cached, deciding)
+    if text or snippet:
+        hits = _with_texts(conn, corpus, hits, set(positive_terms(tree)), deciding, text, snippet)
+    by_id = {h.row_id: h.id for h in hits}
+    passages = {by_id[doc]: d for doc, d in deciding.items() if doc in by_id}
+    if not explain_passages:
+        passages = {}
+    return SearchResult(tree, compiled, hits, timings, cached, passages)
+
+
+def _with_texts(
+    conn: Connection,
+    corpus: Corpus,
+    hits: list[Hit],
+    positive: set[str],
+    deciding: dict[int, list[Deciding]],
+    text: bool,
+    snippet: bool,
+) -> list[Hit]:
+    """The hits with their text and/or snippet: the deciding passage (the one most similar to
+    a positive term: ``deciding``), else the text's start (:func:`pglogic.store.documents.snippet`)."""
+    with conn.transaction():
+        found = texts_of(conn, corpus, [h.row_id for h in hits])
+    out = []
+    for h in hits:
+        title, body = found.get(h.row_id, (h.title, ""))
+        cut = None
+        if snippet:
+            best = max((d for d in deciding.get(h.row_id, []) if d.term in positive),
+                       key=lambda d: d.similarity, default=None)  # fmt: skip
+            cut = (
+                make_snippet(title, body, best.start, best.end)
+                if best
+                else make_snippet(title, body)
+            )
+        out.append(replace(h, text=body if text else None, snippet=cut))
+    return out
 
 
 def check_lexical_terms(conn: Connection, corpus: Corpus, tree: Node) -> None:

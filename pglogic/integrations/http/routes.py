@@ -1,13 +1,15 @@
 """The endpoints of the JSON API (version 1), with their request and response schemas.
 
 ``POST /v1/search``, ``POST /v1/compile``, ``POST /v1/ask``, ``GET /v1/corpora``,
-``GET /v1/corpora/{name}``, ``GET /v1/operators`` and ``GET /v1/health``. Each runs :class:`pglogic.PgLogic` (search is
+``GET /v1/corpora/{name}``, ``GET /v1/corpora/{name}/documents``, ``GET /v1/operators`` and
+``GET /v1/health``. Each runs :class:`pglogic.PgLogic` (search is
 never re-implemented here); handlers are plain functions, so they run in the server's thread
 pool while the connection pool bounds the database work.
 
 Example:
     >>> sorted(r.path for r in router.routes)  # doctest: +NORMALIZE_WHITESPACE
-    ['/ask', '/compile', '/corpora', '/corpora/{name}', '/health', '/operators', '/search']
+    ['/ask', '/compile', '/corpora', '/corpora/{name}', '/corpora/{name}/documents', '/health',
+     '/operators', '/search']
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 import pglogic
 from pglogic.engine.operators import DEFAULT_FAMILY, PRESETS
@@ -90,15 +92,46 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorResponse, "description": "Database, model or LLM unavailable; timeout"},
 }
 
+#: The most filters a request may give, and the most documents it may ask for.
+MAX_FILTERS, MAX_DOCUMENTS = 16, 200
+_FILTER_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": '"KEY=VALUE", "KEY>=VALUE" (=, !=, <, <=, >, >=)'},
+        {
+            "type": "object",
+            "description": 'An object the metadata contains, {"contains": {...}}, or '
+            '{"key": KEY, "op": OP, "value": VALUE}',
+        },
+    ]
+}
 Filters = Annotated[
-    list[str | dict[str, Any]],
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                _FILTER_SCHEMA,
+                {"type": "array", "items": _FILTER_SCHEMA, "maxItems": MAX_FILTERS},
+                {"type": "null"},
+            ]
+        }
+    ),
     Field(
-        max_length=16,
-        description='Metadata filters, all must hold: "KEY=VALUE", "KEY>=VALUE" (=, !=, <, '
-        '<=, >, >=) or a JSON object the metadata must contain, e.g. {"labels": ["grain"]}',
-        examples=[["split=test", {"labels": ["grain"]}]],
+        description='Metadata filters, all of which must hold: one or a list of "KEY=VALUE", '
+        '"KEY>=VALUE" (=, !=, <, <=, >, >=), an object the metadata contains ({"labels": '
+        '["grain"]}), {"contains": {...}} or {"key": KEY, "op": OP, "value": VALUE}; read by '
+        "pglogic.engine.filters.parse_filters, any other shape is a 400",
+        examples=[
+            ["split=test", {"labels": ["grain"]}],
+            {"key": "year", "op": ">=", "value": 1990},
+        ],
     ),
 ]
+
+
+SNIPPET = (
+    "Give every hit a snippet: the text of its deciding passage (the one most similar to a "
+    "positive term; without passages, the text's start), at most 300 characters"
+)
 
 
 class Options(BaseModel):
@@ -132,6 +165,8 @@ class SearchRequest(Options):
                                     description="The dense search's text (default: the query "
                                     "in words, e.g. 'grain but not wheat')")  # fmt: skip
     include_sql: bool = Field(False, description="Return the statement that ran")
+    text: bool = Field(False, description="Give every hit its document's text")
+    snippet: bool = Field(False, description=SNIPPET)
     timeout: float | None = option("timeout", " At most the server's limit.")
 
 
@@ -149,6 +184,8 @@ class AskRequest(Options):
     corpus: str = Field(min_length=1, max_length=200)
     question: str = Field(min_length=1, examples=["grain news that is not about wheat"])
     explain: bool = False
+    text: bool = Field(False, description="Give every hit its document's text")
+    snippet: bool = Field(False, description=SNIPPET)
     timeout: float | None = option("timeout", " At most the server's limit.")
 
 
@@ -209,6 +246,24 @@ class HitOut(BaseModel):
     lexical: dict[str, float] = Field(
         default_factory=dict, description="Truth of each lexical term (match:...), by its words"
     )
+    text: str | None = Field(None, description="The document's text (with text: true)")
+    snippet: str | None = Field(None, description="Its snippet (with snippet: true)")
+
+
+class DocumentOut(BaseModel):
+    """A stored document."""
+
+    id: str = Field(description="Its external id")
+    title: str | None
+    text: str
+    metadata: dict[str, Any]
+
+
+class DocumentsOut(BaseModel):
+    """The documents asked for, in the order asked, and the ids no document has."""
+
+    documents: list[DocumentOut]
+    missing: list[str]
 
 
 class SqlOut(BaseModel):
@@ -344,10 +399,13 @@ def _check(b: Backend, text: str, k: int, what: str = "query") -> None:
         raise ApiError(400, "invalid_input", f"k = {k} is over this server's limit of {cfg.max_k}")
 
 
-def _filters(raw: list[str | dict[str, Any]]) -> tuple[Any, ...]:
-    from pglogic.engine.filters import parse_filter
+def _filters(raw: Any) -> tuple[Any, ...]:
+    from pglogic.engine.filters import parse_filters
 
-    return tuple(parse_filter(f if isinstance(f, str) else json.dumps(f)) for f in raw)
+    parsed = parse_filters(raw)
+    if len(parsed) > MAX_FILTERS:
+        raise ApiError(400, "invalid_input", f"At most {MAX_FILTERS} filters, not {len(parsed)}")
+    return parsed
 
 
 def _timeout(b: Backend, asked: float | None) -> float:
@@ -405,9 +463,10 @@ def _hits(result: Any, *, explain: bool, and_text: int) -> list[HitOut]:
                     for d in deciding
                 }  # fmt: skip
             ex = Explanation.model_validate(raw)
-        out.append(HitOut(rank=i, id=h.external_id, title=h.title, score=h.score,
+        out.append(HitOut(rank=i, id=h.id, title=h.title, score=h.score,
                           similarities=h.similarities, metadata=h.metadata or {},
-                          explain=ex, lexical=h.lexical))  # fmt: skip
+                          explain=ex, lexical=h.lexical, text=h.text,
+                          snippet=h.snippet))  # fmt: skip
     return out
 
 
@@ -456,6 +515,8 @@ def _search(
         explain_passages=explain_passages and req.passages,
         timeout=_timeout(b, timeout),
         remember_terms=not b.read_only,
+        text=bool(getattr(req, "text", False)),
+        snippet=bool(getattr(req, "snippet", False)),
     )
 
 
@@ -557,6 +618,8 @@ def ask(req: AskRequest, b: B) -> dict[str, Any]:
         explain_passages=req.explain and req.passages,
         timeout=_timeout(b, req.timeout),
         remember_terms=not b.read_only,
+        text=req.text,
+        snippet=req.snippet,
     )
     out = _response(req, res.search, time.perf_counter() - t0)
     out.update(question=req.question, fallback=res.fallback, reason=res.rewrite.reason,
@@ -598,6 +661,35 @@ def corpus(name: Annotated[str, Path(max_length=200)], b: B) -> CorpusOut:
     Example: `GET /v1/corpora/news`
     """
     return _corpus(b.api.corpus_info(name))
+
+
+@router.get(
+    "/corpora/{name}/documents", response_model=DocumentsOut, responses=ERRORS, tags=["corpora"]
+)
+def documents(
+    name: Annotated[str, Path(max_length=200)],
+    ids: Annotated[
+        list[str],
+        Query(
+            alias="id",
+            min_length=1,
+            max_length=MAX_DOCUMENTS,
+            description="An external id (repeat for more)",
+        ),
+    ],
+    b: B,
+) -> DocumentsOut:
+    """Documents by external id, in the order asked; the ids no document has under `missing`.
+
+    Example: `GET /v1/corpora/news/documents?id=14779&id=14780`
+    """
+    found = b.api.get_documents(name, ids)
+    have = {d.id for d in found}
+    return DocumentsOut(
+        documents=[DocumentOut(id=d.id, title=d.title, text=d.text, metadata=d.metadata)
+                   for d in found],
+        missing=list(dict.fromkeys(i for i in ids if i not in have)),
+    )  # fmt: skip
 
 
 @router.get("/operators", response_model=OperatorsOut, responses=ERRORS, tags=["search"])
