@@ -590,7 +590,6 @@ STALE: dict[str, str] = {
     "bench/correctness/results/sql_parity.md": "before product-max-strong and the AND texts; rerun bench/correctness/sql_parity.py --size 1000000",
     "bench/correctness/results/sql_parity_passages.md": "before blend-not-or, not_context, not_mention; rerun bench/correctness/sql_parity.py --passages 4 --size 100000",
     # quality: nDCG@10 and NegRecall@10 under the defaults of their day
-    "bench/quality/results/lexical_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/lexical_quality.py (~15 min)",
     "bench/quality/results/models.md": "family product-max, before the AND texts; rerun bench/quality/models.py (hours: every model and dataset)",
     "bench/quality/results/passages_aggregate.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_aggregate.py --dsn DSN (minutes per dataset)",
     "bench/quality/results/passages_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_quality.py (~1 h)",

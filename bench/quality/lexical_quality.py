@@ -33,7 +33,7 @@ documents that do (what it must wrongly exclude).
     .venv/bin/python bench/quality/lexical_quality.py --render             # Markdown from the JSON
 
 The corpora ``eval_<dataset>`` live in database ``bench_quality`` under ``--home`` (default
-``/work/plbench``, kept between runs: the first run embeds the 16,789 documents, ~30 min on a
+``/tmp/plbench``, kept between runs: the first run embeds the 16,789 documents, ~30 min on a
 busy 2-core machine). Writes ``bench/quality/results/lexical_quality.{json,md}``.
 """
 
@@ -609,7 +609,7 @@ def main() -> None:
         >>> main()  # doctest: +SKIP
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--home", type=Path, default=Path("/work/plbench"))
+    ap.add_argument("--home", type=Path, default=Path("/tmp/plbench"))
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--only", action="append", help="dataset name (repeatable)")
     ap.add_argument("--per-template", type=int, default=30)
