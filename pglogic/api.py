@@ -552,6 +552,19 @@ class PgLogic:
         with self.pooled() as conn:
             return get_documents(conn, corpora.get_corpus(conn, name), wanted)
 
+    def metadata_keys(self, name: str, *, sample: int = 1000) -> dict[str, dict[str, list[Any]]]:
+        """The metadata keys of corpus ``name``'s documents (the first ``sample`` by id), each
+        with its JSON types and a few example values: what filters can name.
+
+        Example:
+            >>> PgLogic().metadata_keys("news")["places"]["types"]  # doctest: +SKIP
+            ['array']
+        """
+        from pglogic.store.documents import metadata_keys
+
+        with self.pooled() as conn:
+            return metadata_keys(conn, corpora.get_corpus(conn, name), sample=sample)
+
     def delete_documents(self, name: str, ids: str | int | Iterable[str | int]) -> int:
         """Delete the documents of corpus ``name`` with these external ids (one id, or several;
         their passages go with them); return how many were deleted.

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from pglogic import PgLogic
 from tests.conftest import Server, reuters_database
@@ -66,17 +67,18 @@ def test_an_agent_searches_through_the_mcp_tools(news_dsn: str, tmp_path: Path) 
             ("describe_corpus", {"name": "news"}),
             ("search", {"corpus": "news", "query": query, "k": 5}),
             ("search", {"corpus": "news", "query": query, "k": 5, "filters": ["places=usa"]}),
-            ("compile", {"query": '"grain" AND NOT match:wheat'}),
+            ("compile", {"query": '"grain" OR "oil" AND NOT match:wheat'}),
             ("search", {"corpus": "news", "query": '"oil" AND (NOT', "k": 5}),
             ("search", {"corpus": "nope", "query": query}),
             ("search", {"corpus": "news", "query": query, "k": 0}),
             ("search", {"corpus": "news", "query": query, "filters": ["places"]}),
+            ("get_documents", {"corpus": "news", "ids": ["reuters-5", "no-such-id"]}),
         ],
         tmp_path / "server.log",
     )
     # the tools (no LLM configured: no ask), each read-only, the language in the descriptions
     tools = {t.name: t for t in got["tools"]}
-    assert set(tools) == {"search", "compile", "list_corpora", "describe_corpus"}
+    assert set(tools) == {"search", "compile", "list_corpora", "describe_corpus", "get_documents"}
     assert all(t.annotations and t.annotations.read_only_hint for t in tools.values())
     assert "AND NOT" in (tools["search"].description or "")
     assert "match:" in (tools["compile"].description or "")
@@ -86,32 +88,50 @@ def test_an_agent_searches_through_the_mcp_tools(news_dsn: str, tmp_path: Path) 
     assert [c["name"] for c in corpora["result"]] == ["news"]
     assert corpora["result"][0]["documents"] == 120
     assert described["documents"] == 120 and described["lexical_index"] == "english"
+    assert described["metadata_keys"]["places"]["types"] == ["array"]  # what filters can name
+    assert "usa" in described["metadata_keys"]["places"]["examples"]
     # the hits are the Python search's, in its order, with each term's similarity
     expected = PgLogic(news_dsn).search("news", query, k=5)
     assert [h["id"] for h in hits["hits"]] == [h.external_id for h in expected.hits]
     assert hits["logical"] and set(hits["hits"][0]["similarities"]) == {"oil prices", "natural gas"}
+    assert all(h["snippet"] for h in hits["hits"])  # something to read
     usa = PgLogic(news_dsn).search("news", query, k=5, filters=["places=usa"])
     assert [h["id"] for h in filtered["hits"]] == [h.external_id for h in usa.hits]
     assert all("usa" in h["metadata"]["places"] for h in filtered["hits"])
-    assert compiled["terms"] == ["grain"] and compiled["lexical"] == ["wheat"]
+    assert compiled["terms"] == ["grain", "oil"] and compiled["lexical"] == ["wheat"]
+    assert compiled["grouped"] == '"grain" OR ("oil" AND NOT match:"wheat")'  # how it binds
     # errors are tool errors in pglogic's words: the syntax error with its column and a caret
     (bad_syntax, message), (unknown, missing), (bad_k, k_message), (bad_filter, f_message) = (
-        results[5:]
+        results[5:9]
     )
+    documents_error, documents = results[9]
+    assert not documents_error and documents["missing"] == ["no-such-id"]
+    assert [d["id"] for d in documents["documents"]] == ["reuters-5"]
+    assert documents["documents"][0]["text"]
     assert bad_syntax and "col" in message and "^" in message, message
     assert unknown and "Unknown corpus 'nope'" in missing and "news" in missing
     assert bad_k and "Invalid k=0" in k_message
     assert bad_filter and "places" in f_message
     # read-only: the server said how it searches
     log = (tmp_path / "server.log").read_text()
-    assert "read-only: True" in log, log
+    assert "read-only: True" in log and "corpora: news" in log, log
 
 
 def test_the_tool_answers_are_json(news_dsn: str, tmp_path: Path) -> None:
     """What an agent reads: plain JSON, the query as pglogic understood it."""
-    got = call_server(news_dsn, [("compile", {"query": "oil AND gas"})], tmp_path / "log")
-    error, payload = got["results"][0]
+    calls = [("compile", {"query": "oil AND gas"}), ("compile", {"query": "oil but not gas"})]
+    got = call_server(news_dsn, calls, tmp_path / "log")
+    (error, payload), (_, negated) = got["results"]
     assert not error
     json.dumps(payload)
     assert payload["logical"] is False and payload["query"] == "oil AND gas"  # unquoted: dense
     assert payload["note"].endswith('quote the terms: "oil" AND "gas"')
+    assert "cannot exclude" in negated["note"]  # a lowercase "not" is a word of the text
+
+
+def test_the_http_transport_is_local_unless_allowed(dsn: str) -> None:
+    """No authentication: another machine's address is refused before anything starts."""
+    from pglogic.cli import cli
+
+    out = CliRunner().invoke(cli, ["--dsn", dsn, "mcp", "--http", "--host", "0.0.0.0"])
+    assert out.exit_code == 2 and "--allow-remote" in out.output, out.output

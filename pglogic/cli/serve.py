@@ -219,8 +219,16 @@ def _version() -> str:
               help="Port (--http).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(0, 3600, min_open=True), default=10.0,
               show_default=True, help="Longest a search may run (seconds).")  # fmt: skip
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="With --http on an address other machines reach: serve them (no authentication: put "
+    "an authenticating proxy in front).",
+)
 @click.pass_context
-def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, timeout: float) -> None:
+def mcp_cmd(
+    ctx: click.Context, use_http: bool, host: str, port: int, timeout: float, allow_remote: bool
+) -> None:
     """Serve the search tools to agents over the Model Context Protocol (stdio by default).
 
     Tools: search (a logical query), compile (check one), list_corpora, describe_corpus, and ask
@@ -236,14 +244,26 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, timeout: f
         raise click.ClickException(
             f"pglogic mcp needs the mcp extra ({exc.name} is missing): pip install 'pglogic[mcp]'"
         ) from None
+    from pglogic.integrations.http.app import is_local
+
+    if use_http and not allow_remote and not (host == "localhost" or is_local(host)):
+        raise click.UsageError(
+            f"--host {host} lets other machines in, and pglogic mcp has no authentication: "
+            "put an authenticating proxy in front and add --allow-remote"
+        )
     state = ctx.find_root().obj
     backend = Backend(ServeConfig(dsn=state.dsn, home=state.home, timeout=timeout))
     backend.api  # noqa: B018 - connect (and migrate the embedded server) before serving
     server = create_server(backend)
     role = backend.role or "the login role"
     where = f"http://{_url_host(host)}:{port}/mcp" if use_http else "stdin/stdout"
-    ui.err_console.print(f"pglogic {_version()} MCP server on {where} (searches as {role}, "
-                         f"read-only: {backend.read_only})", soft_wrap=True)  # fmt: skip
+    names = [c.name for c in backend.api.list_corpora()]
+    ui.err_console.print(
+        f"pglogic {_version()} MCP server on {where}, database {_safe_dsn(backend.api.dsn)} "
+        f"(searches as {role}, read-only: {backend.read_only}); corpora: "
+        f"{', '.join(names) if names else 'none: is this the database you meant? (--dsn, --home)'}",
+        soft_wrap=True,
+    )
     try:
         if use_http:
             server.run("streamable-http", host=host, port=port)
@@ -251,3 +271,16 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, timeout: f
             server.run("stdio")
     finally:
         backend.close()
+
+
+def _safe_dsn(dsn: str) -> str:
+    """``dsn`` without its password, for a log line.
+
+    Example:
+        >>> _safe_dsn("host=db user=app password=secret dbname=search")
+        'user=app dbname=search host=db'
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = {k: v for k, v in conninfo_to_dict(dsn).items() if k not in ("password", "options")}
+    return " ".join(f"{k}={v}" for k, v in parts.items())

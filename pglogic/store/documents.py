@@ -193,3 +193,35 @@ def snippet(title: str | None, text: str, start: int = 0, end: int | None = None
     if " " in cut and words[SNIPPET_CHARS - 1] != " ":
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip() + "…"
+
+
+def metadata_keys(
+    conn: Connection, corpus: Corpus, *, sample: int = 1000, examples: int = 3
+) -> dict[str, dict[str, list[Any]]]:
+    """The metadata keys of the first ``sample`` documents of ``corpus`` (by id), each with its
+    JSON types and up to ``examples`` distinct example values (an array's: its elements): what
+    a filter can name.
+
+    Example:
+        >>> metadata_keys(conn, corpus)["places"]  # doctest: +SKIP
+        {'types': ['array'], 'examples': ['usa', 'el-salvador', 'uruguay']}
+    """
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT k.key, jsonb_typeof(k.value), k.value"
+            " FROM (SELECT metadata FROM {table} ORDER BY id LIMIT %s) d,"
+            " jsonb_each(CASE WHEN jsonb_typeof(d.metadata) = 'object' THEN d.metadata"
+            " ELSE '{{}}' END) AS k ORDER BY k.key"
+        ).format(table=corpus.table),
+        (sample,),
+    ).fetchall()
+    conn.rollback()
+    out: dict[str, dict[str, list[Any]]] = {}
+    for key, kind, value in rows:
+        entry = out.setdefault(key, {"types": [], "examples": []})
+        if kind not in entry["types"]:
+            entry["types"].append(kind)
+        for v in value if isinstance(value, list) else [value]:
+            if len(entry["examples"]) < examples and v not in entry["examples"] and v is not None:
+                entry["examples"].append(v)
+    return out
