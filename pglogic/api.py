@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -27,8 +28,14 @@ from pglogic.engine import defaults
 from pglogic.engine.compile import CompiledQuery, SearchOptions, compile_query
 from pglogic.engine.filters import Filters, parse_filters
 from pglogic.engine.source import Corpus
-from pglogic.errors import DatabaseUnavailable, EmbeddingError, InvalidInput, SchemaError
-from pglogic.query import Node, to_tree
+from pglogic.errors import (
+    DatabaseUnavailable,
+    EmbeddingError,
+    InvalidInput,
+    PlainTextWarning,
+    SchemaError,
+)
+from pglogic.query import Node, plain_text_note, to_tree
 from pglogic.store import corpus as corpora
 from pglogic.store import migrate
 from pglogic.store.calibration_store import resolve_stored_truth
@@ -697,6 +704,8 @@ class PgLogic:
             not_context=not_context,
             not_mention=not_mention,
         )
+        if isinstance(query, str) and (note := plain_text_note(query)):
+            warnings.warn(note, PlainTextWarning, stacklevel=2)
         with self.pooled() as conn:
             c = corpora.get_corpus(conn, name)
             conn.commit()

@@ -151,3 +151,14 @@ class SearchTimeout(PglogicError):
     """A search cancelled by the server after its ``timeout`` (``statement_timeout``)."""
 
     exit_code = 4
+
+
+class PlainTextWarning(UserWarning):
+    """A query without quotes that seems to ask for logic (AND, OR, NOT as words; "not",
+    "without"): it runs as one plain dense search, and the warning says how to write the logic
+    (:func:`pglogic.query.plain_text_note`).
+
+    Example:
+        >>> import warnings
+        >>> warnings.simplefilter("error", PlainTextWarning)  # make it an error in tests
+    """

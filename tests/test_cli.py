@@ -96,6 +96,11 @@ def test_corpus_commands_end_to_end(dsn: str, tmp_path: Path) -> None:
         json.loads(line) for line in ok("search", "news", "coffee beans", "--json").splitlines()
     ]
     assert hits[0]["id"] == "d0" and set(hits[0]["similarities"]) == {"coffee beans"}
+    dense = cli_in_process("--dsn", dsn, "search", "news", "coffee AND NOT oil", "--json")
+    assert dense.returncode == 0 and json.loads(dense.stdout.splitlines()[0])["similarities"] == {
+        "coffee AND NOT oil": pytest.approx(json.loads(dense.stdout.splitlines()[0])["score"])
+    }  # (runs as given: one dense term) and says how to write the logic
+    assert "Warning: Without quotes" in dense.stderr and '"coffee" AND NOT "oil"' in dense.stderr
 
     refused = cli_in_process("--dsn", dsn, "corpus", "drop", "news", input="")
     assert refused.returncode == 2 and "pass --yes" in refused.stderr

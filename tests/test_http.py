@@ -236,6 +236,22 @@ def test_plain_text_is_a_dense_search(api_client: TestClient, direct: PgLogic) -
     assert body["logical"] is False and body["query"] == "coffee exports from Brazil"
     want = direct.search("news", "coffee exports from Brazil", k=4)
     assert [h["id"] for h in body["hits"]] == [h.external_id for h in want.hits]
+    assert body["note"] is None
+
+
+def test_plain_text_that_looks_logical_runs_dense_with_a_note(
+    api_client: TestClient, direct: PgLogic
+) -> None:
+    """Unquoted AND NOT is two words of one dense search (as documented): HTTP says how to
+    write the logic, Python warns with the same words; both run what was given."""
+    from pglogic import PlainTextWarning
+
+    body = search(api_client, query="grain AND NOT wheat", k=3).json()
+    assert body["logical"] is False and body["query"] == "grain AND NOT wheat"
+    assert body["note"].endswith('quote the terms: "grain" AND NOT "wheat"')
+    with pytest.warns(PlainTextWarning, match='"grain" AND NOT "wheat"'):
+        want = direct.search("news", "grain AND NOT wheat", k=3)
+    assert [h["id"] for h in body["hits"]] == [h.external_id for h in want.hits]
 
 
 def test_filters_hold_on_every_hit(api_client: TestClient) -> None:

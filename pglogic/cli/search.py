@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import json
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -170,31 +171,38 @@ def search(
         k, operators, truth, exact, depth, ef_search, where, guide, timeout=timeout
     )
     api = ui.api(ctx)
-    result = api.search(
-        corpus_name,
-        query,
-        k=opts.k,
-        operators=operators,
-        truth=truth,
-        exact=exact,
-        depth=depth,
-        ef_search=ef_search,
-        filters=opts.filters,
-        guide=guide,
-        term_scans=term_scans,
-        mode=mode,
-        question=question,
-        rerank_depth=rerank_depth,
-        seed=seed,
-        timeout=opts.timeout,
-        and_text=and_text,
-        lexical=lexical,
-        passages=passages,
-        passage_score=passage_score,
-        not_context=not_context,
-        not_mention=not_mention,
-        explain_passages=explain or as_json,
-    )
+    from pglogic.errors import PlainTextWarning
+    from pglogic.query import plain_text_note
+
+    if note := plain_text_note(query):
+        ui.err_console.print(f"Warning: {note}", soft_wrap=True, markup=False)
+    with warnings.catch_warnings():  # (said above, in the command's words)
+        warnings.simplefilter("ignore", PlainTextWarning)
+        result = api.search(
+            corpus_name,
+            query,
+            k=opts.k,
+            operators=operators,
+            truth=truth,
+            exact=exact,
+            depth=depth,
+            ef_search=ef_search,
+            filters=opts.filters,
+            guide=guide,
+            term_scans=term_scans,
+            mode=mode,
+            question=question,
+            rerank_depth=rerank_depth,
+            seed=seed,
+            timeout=opts.timeout,
+            and_text=and_text,
+            lexical=lexical,
+            passages=passages,
+            passage_score=passage_score,
+            not_context=not_context,
+            not_mention=not_mention,
+            explain_passages=explain or as_json,
+        )
     if as_json:
         for h in result.hits:
             row: dict[str, Any] = {

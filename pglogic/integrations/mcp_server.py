@@ -18,12 +18,12 @@ Example:
 
 from __future__ import annotations
 
-import re
+import warnings
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from pglogic.errors import PglogicError, QuerySyntaxError
+from pglogic.errors import PglogicError, PlainTextWarning, QuerySyntaxError
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -71,29 +71,15 @@ def _filters(filters: list[str] | None) -> tuple[Any, ...]:
     return tuple(parse_filter(f) for f in filters or ())
 
 
-#: Words of plain text that ask to exclude something, which a dense search cannot do.
-_EXCLUDING = re.compile(r"\b(not|without|except|excluding|besides|other than)\b", re.I)
-
-
 def _understood(query: str, tree: Any) -> dict[str, Any]:
     """How pglogic reads ``query``: logical (and how it groups), or one plain dense term, with
-    a note when the text seems to ask for logic (AND, OR, NOT as words; "not", "without",
-    "except" ...): the quoted form where one can be written, else how to write it."""
-    from pglogic.query import Term, quoted_form
+    a note when the text seems to ask for logic (:func:`pglogic.query.plain_text_note`)."""
+    from pglogic.query import Term, plain_text_note
 
     if isinstance(tree, Term) and '"' not in query:
         out: dict[str, Any] = {"query": tree.text, "logical": False}
-        if suggestion := quoted_form(query):
-            out["note"] = (
-                "Without quotes this is one plain dense search of the whole text; for the "
-                f"logic, quote the terms: {suggestion}"
-            )
-        elif _EXCLUDING.search(query):
-            out["note"] = (
-                "Without quotes this is one plain dense search of the whole text, which cannot "
-                'exclude anything: write quoted terms with AND NOT, like "licenses" AND NOT '
-                '"GPL"'
-            )
+        if note := plain_text_note(query):
+            out["note"] = note
         return out
     return {"query": str(tree), "logical": True, "grouped": grouped(tree)}
 
@@ -162,7 +148,9 @@ def create_server(backend: Backend, *, name: str = "pglogic") -> MCPServer:
 
     def guarded(call: Any) -> Any:
         try:
-            return call()
+            with warnings.catch_warnings():  # (the answer's note says it)
+                warnings.simplefilter("ignore", PlainTextWarning)
+                return call()
         except PglogicError as exc:
             raise ToolError(_error(exc)) from None
 

@@ -24,7 +24,14 @@ from pglogic.query.ast import (
     semantic_part,
     terms,
 )
-from pglogic.query.parser import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TERMS, parse, quoted_form, to_tree
+from pglogic.query.parser import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_TERMS,
+    parse,
+    plain_text_note,
+    quoted_form,
+    to_tree,
+)
 from pglogic.query.printer import quote_term, to_string, to_text
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "matches",
     "negated_only_terms",
     "parse",
+    "plain_text_note",
     "positive_matches",
     "positive_terms",
     "quote_term",

@@ -28,7 +28,14 @@ from pglogic.errors import PglogicError, QueryError, QuerySyntaxError
 from pglogic.query.ast import And, Match, Node, Not, Or, Term, quote_term
 from pglogic.query.lexer import Lexer, Token, TokenKind
 
-__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_TERMS", "parse", "quoted_form", "to_tree"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_TERMS",
+    "parse",
+    "plain_text_note",
+    "quoted_form",
+    "to_tree",
+]
 
 DEFAULT_MAX_TERMS = 32
 """Default limit on the number of term occurrences in one query."""
@@ -217,6 +224,40 @@ def quoted_form(text: str) -> str | None:
     except PglogicError:
         return None
     return suggestion
+
+
+#: Words of plain text that ask to exclude something, which a dense search cannot do.
+_EXCLUDING = re.compile(r"\b(not|without|except|excluding|besides|other than)\b", re.I)
+
+
+def plain_text_note(query: str) -> str | None:
+    """What to tell the caller when ``query`` seems to ask for logic but runs as one plain
+    dense term (:func:`to_tree` reads it so): the quoted form when it uses AND, OR or NOT as
+    words (:func:`quoted_form`), that a dense search cannot exclude when it says "not",
+    "without", "except", ...; else None. The query runs as it was given either way.
+
+    Example:
+        >>> print(plain_text_note("grain AND NOT wheat"))
+        Without quotes this is one plain dense search of the whole text; for the logic, quote the terms: "grain" AND NOT "wheat"
+        >>> plain_text_note("oil prices") is None, plain_text_note('"a" AND "b"') is None
+        (True, True)
+    """
+    try:
+        if not isinstance(to_tree(query), Term) or '"' in query:
+            return None
+    except PglogicError:  # (not a query: its own error says so)
+        return None
+    if suggestion := quoted_form(query):
+        return (
+            "Without quotes this is one plain dense search of the whole text; for the logic, "
+            f"quote the terms: {suggestion}"
+        )
+    if _EXCLUDING.search(query):
+        return (
+            "Without quotes this is one plain dense search of the whole text, which cannot "
+            'exclude anything: write quoted terms with AND NOT, like "grain" AND NOT "wheat"'
+        )
+    return None
 
 
 def to_tree(query: str | Node, *, max_terms: int = 32) -> Node:

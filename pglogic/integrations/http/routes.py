@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -289,6 +290,9 @@ class SearchResponse(BaseModel):
     corpus: str
     query: str = Field(description="The canonical query (or the plain text)")
     logical: bool = Field(description="False for a plain-text (dense) query")
+    note: str | None = Field(
+        None, description="For plain text that seems to ask for logic: how to write it"
+    )
     operators: str
     mode: str
     terms: list[TermOut]
@@ -471,7 +475,7 @@ def _hits(result: Any, *, explain: bool, and_text: int) -> list[HitOut]:
 
 
 def _response(req: SearchRequest | AskRequest, result: Any, took: float) -> dict[str, Any]:
-    from pglogic.query import Term
+    from pglogic.query import Term, plain_text_note
 
     logical = not isinstance(result.tree, Term) or '"' in getattr(req, "query", '"')
     roles = term_roles(result.tree, list(result.compiled.terms))
@@ -480,6 +484,7 @@ def _response(req: SearchRequest | AskRequest, result: Any, took: float) -> dict
         "corpus": req.corpus,
         "query": str(result.tree) if logical else result.tree.text,
         "logical": logical,
+        "note": None if logical else plain_text_note(getattr(req, "query", "")),
         "operators": req.operators,
         "mode": req.mode,
         "terms": [TermOut(text=t, role=r) for t, r in roles.items()],  # type: ignore[arg-type]
@@ -497,27 +502,31 @@ def _search(
     timeout: float | None,
     explain_passages: bool = False,
 ) -> Any:
-    return b.api.search(
-        corpus,
-        query,
-        k=req.k,
-        operators=req.operators,
-        truth=req.truth,
-        mode=req.mode,
-        filters=_filters(req.filters),
-        and_text=req.and_text,
-        exact=req.exact,
-        lexical=req.lexical,
-        passages=req.passages,
-        passage_score=req.passage_score,
-        not_context=req.not_context,
-        not_mention=req.not_mention,
-        explain_passages=explain_passages and req.passages,
-        timeout=_timeout(b, timeout),
-        remember_terms=not b.read_only,
-        text=bool(getattr(req, "text", False)),
-        snippet=bool(getattr(req, "snippet", False)),
-    )
+    from pglogic.errors import PlainTextWarning
+
+    with warnings.catch_warnings():  # (the response's note says it)
+        warnings.simplefilter("ignore", PlainTextWarning)
+        return b.api.search(
+            corpus,
+            query,
+            k=req.k,
+            operators=req.operators,
+            truth=req.truth,
+            mode=req.mode,
+            filters=_filters(req.filters),
+            and_text=req.and_text,
+            exact=req.exact,
+            lexical=req.lexical,
+            passages=req.passages,
+            passage_score=req.passage_score,
+            not_context=req.not_context,
+            not_mention=req.not_mention,
+            explain_passages=explain_passages and req.passages,
+            timeout=_timeout(b, timeout),
+            remember_terms=not b.read_only,
+            text=bool(getattr(req, "text", False)),
+            snippet=bool(getattr(req, "snippet", False)),
+        )
 
 
 @router.post("/search", response_model=SearchResponse, responses=ERRORS, tags=["search"])
