@@ -591,7 +591,6 @@ STALE: dict[str, str] = {
     "bench/correctness/results/sql_parity_passages.md": "before blend-not-or, not_context, not_mention; rerun bench/correctness/sql_parity.py --passages 4 --size 100000",
     # quality: nDCG@10 and NegRecall@10 under the defaults of their day
     "bench/quality/results/models.md": "family product-max, before the AND texts; rerun bench/quality/models.py (hours: every model and dataset)",
-    "bench/quality/results/passages_quality.md": "before blend-not-or, not_context, not_mention; rerun bench/quality/passages_quality.py (~1 h)",
     "bench/quality/results/quality_and_text_2.md": "AND text 2, before not_context and not_mention; rerun bench/quality/quality.py with the AND text at 2 (~65 min)",
 }  # fmt: skip
 

@@ -13,8 +13,7 @@ and compares, on the same queries and the same corpus:
 * ``pglogic@documents``   — the default engine over the documents' own vectors;
 * ``pglogic[default]``    — the default engine over passages (each term's best passage; since
   the default passage score ``blend-not-or``, a positive text's blended with the document's own
-  vector in a formula with a NOT or a disjunction — the committed results predate it and
-  measured ``max``).
+  vector in a formula with a NOT or a disjunction; with ``not_context`` and ``not_mention``).
 
 Reported per corpus, subset and passage layout: nDCG@10 over all queries, the queries with NOT
 and those without, NegRecall@10 (the share of trap documents — they satisfy the positive part
@@ -31,7 +30,7 @@ best mean NOT nDCG@10 on the other two, then its result on the left-out one.
 
 Corpora ``eval_<dataset>[_long]`` (the default layout, as ``pglogic eval`` names them) and
 ``eval_<dataset>[_long]_p<tokens>o<overlap>`` live in database ``bench_passages`` on the embedded
-server under ``--home`` (default ``/work/plbench``; kept between runs), or in the database of
+server under ``--home`` (default ``/tmp/plbench``; kept between runs), or in the database of
 ``--dsn`` with ``--dsn-as-is``. Writes
 ``bench/quality/results/passages_quality.{json,md}``.
 """
@@ -272,7 +271,7 @@ def main() -> None:
         >>> main()  # doctest: +SKIP
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--home", type=Path, default=Path("/work/plbench"))
+    ap.add_argument("--home", type=Path, default=Path("/tmp/plbench"))
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--dsn-as-is", action="store_true", help="use --dsn's own database")
     ap.add_argument("--only", action="append", help="dataset name (repeatable)")
